@@ -1,0 +1,68 @@
+"""Values that cross the core's boundary: calls in, verdicts and events out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+VerdictKind = Literal["allow", "deny", "ask"]
+JsonRpcId = str | int | None
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """A server as the user configured it: its --name and the upstream command it runs.
+
+    Pins are keyed by both, so a config edit that points the same name at another program
+    does not inherit the old program's pins.
+    """
+
+    name: str
+    upstream: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return self.name + "\x00" + "\x00".join(self.upstream)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    session: str
+    server: ServerIdentity
+    tool: str
+    arguments: Mapping[str, Any]
+    request_id: JsonRpcId = None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a destination was seen: shown in deny reasons and written to the audit log."""
+
+    server: str
+    tool: str | None
+    request_id: JsonRpcId
+    ts: float
+    field: str | None = None  # JSON path of the field in structured output, None for plain text
+    identity: bool = False  # seen only in an identity field (sender, from, …)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "tool": self.tool,
+            "request_id": self.request_id,
+            "ts": self.ts,
+            "field": self.field,
+            "identity": self.identity,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: VerdictKind
+    rule: str  # dotted name of the rule that fired, e.g. "pin.unknown_tool"
+    reason: str  # safe to send back to the agent: never repeats untrusted output
+    destination: str | None = None
+    parameter: str | None = None
+    provenance: Provenance | None = None
+    events: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)

@@ -1,0 +1,252 @@
+"""The wire between bouncer-shim / bouncerctl and bouncerd: a sans-I/O frame codec.
+
+Theory of operation
+-------------------
+A frame is a 4-byte big-endian length followed by exactly that many bytes holding one msgpack
+map with string keys. The length is checked against MAX_FRAME_BYTES as soon as its four bytes are
+in, before any of the body is buffered, so a peer cannot make us allocate more than that.
+
+`FrameDecoder` takes bytes in (`receive_data`) and hands whole messages out (`next_message`). It
+never touches a socket. For untrusted input it keeps one promise: it either parses a frame or
+raises `ProtocolError`; no other exception escapes, and after an error the decoder stays broken
+(the connection must be dropped, because framing is lost).
+
+Messages
+--------
+Every request carries ``op`` and a request ``id`` (a non-negative int, unique per connection,
+chosen by the sender so requests can be pipelined). Every reply carries the same ``id`` and
+``ok`` (bool); a failed reply carries ``error: {code, message}``. Replies may arrive in any order.
+
+The first request on a connection must be ``hello``. The ops and their fields are listed in
+`OPS`; `check_request` validates a request against it, so the daemon never reads a field whose
+type it did not check.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgpack
+
+from bouncerd.errors import ProtocolError
+
+PROTOCOL_VERSION: Final = 1
+
+# An observation carries one upstream JSON-RPC line, and the shim accepts lines up to
+# bouncer_shim.relay.MAX_LINE_BYTES (64 MiB, enough for a 50 MB tool result). The frame limit
+# leaves room for that line plus the envelope; anything bigger is a broken or hostile peer.
+MAX_FRAME_BYTES: Final = 72 * 1024 * 1024
+
+_HEADER = struct.Struct(">I")
+HEADER_BYTES: Final = _HEADER.size
+
+# Roles a peer may claim in hello. The daemon trusts the uid (checked by the kernel), not the role:
+# the role only selects which ops make sense on the connection.
+ROLES: Final = frozenset({"shim", "ctl", "hook"})
+
+# op -> {field: allowed python types}. Fields not listed are refused (a typo in a peer is a bug we
+# want to see, not a silently ignored key). A type of `None` in the tuple means the field may be nil.
+_STR = (str,)
+_INT = (int,)
+_OPT_STR = (str, type(None))
+_MAP = (dict,)
+_OPT_MAP = (dict, type(None))
+_LIST = (list,)
+_ID = (str, int, type(None))  # a JSON-RPC id: string, number, or absent
+
+OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
+    # First message of every connection.
+    "hello": {
+        "version": _INT,
+        "role": _STR,
+        "session": _OPT_STR,  # session key (shim, hook); ctl sends nil
+        "server": _OPT_STR,  # the shim's --name
+        "upstream": _LIST,  # the upstream argv (list of str)
+        "policy_path": _OPT_STR,  # the shim's --policy, absolute
+        "instance": _OPT_STR,  # random per shim process; replayed observations are deduplicated by it
+        "pid": _INT,
+        "client_pid": _INT,
+    },
+    # What the MCP client said about itself (initialize or server/discover or per-request _meta).
+    "client": {
+        "name": _OPT_STR,
+        "version": _OPT_STR,
+        "protocol": _OPT_STR,
+        "capabilities": _OPT_MAP,
+    },
+    # A tools/list result from upstream (for pinning). Reply: {"changed": [names], "unpinned": [names]}.
+    "tools": {"tools": _LIST},
+    # One tools/call the client wants to make. Reply: see `verdict_reply`.
+    "verdict": {
+        "request_id": _ID,
+        "tool": _STR,
+        "arguments": _MAP,
+    },
+    # One upstream output. `seq` is per shim instance, increasing; the daemon acks with the same seq and
+    # ignores a seq it has already recorded (a replay after a reconnect). Reply: {"seq": n}.
+    "observe": {
+        "seq": _INT,
+        "kind": _STR,  # "result" | "error" | "notification" | "request" | "other"
+        "method": _OPT_STR,  # the request method this answers, or the notification/request method
+        "tool": _OPT_STR,  # for a tools/call result: which tool
+        "request_id": _ID,
+        "payload": (bytes,),  # the raw JSON-RPC line as received from upstream
+    },
+    # bouncerctl
+    "status": {},
+    "ping": {},
+}
+
+OBSERVE_KINDS: Final = frozenset({"result", "error", "notification", "request", "other"})
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """One frame for one message. Raises ProtocolError if it would exceed MAX_FRAME_BYTES."""
+    body: bytes = msgpack.packb(message, use_bin_type=True)
+    if len(body) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {len(body)} bytes exceeds the limit of {MAX_FRAME_BYTES}")
+    return _HEADER.pack(len(body)) + body
+
+
+class FrameDecoder:
+    """Bytes in, messages out. See the module docstring for the one promise it keeps."""
+
+    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
+        self._max_frame = max_frame
+        self._buf = bytearray()
+        self._pos = 0
+        self._need: int | None = None  # body length once the header is in
+        self._broken: ProtocolError | None = None
+
+    def receive_data(self, data: bytes) -> None:
+        if self._broken is not None:
+            raise self._broken
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def bytes_wanted(self) -> int:
+        """How many more bytes complete the frame in progress (for a reader that wants exact reads)."""
+        if self._need is None:
+            return max(HEADER_BYTES - self.buffered, 1)
+        return max(self._need - self.buffered, 1)
+
+    def next_message(self) -> dict[str, Any] | None:
+        """The next whole message, or None if more bytes are needed."""
+        if self._broken is not None:
+            raise self._broken
+        try:
+            return self._next()
+        except ProtocolError as exc:
+            self._broken = exc
+            raise
+
+    def _next(self) -> dict[str, Any] | None:
+        if self._need is None:
+            if self.buffered < HEADER_BYTES:
+                return None
+            (length,) = _HEADER.unpack_from(self._buf, self._pos)
+            if length > self._max_frame:
+                raise ProtocolError(f"frame of {length} bytes announced; the limit is {self._max_frame}")
+            if length == 0:
+                raise ProtocolError("empty frame")
+            self._pos += HEADER_BYTES
+            self._need = length
+        if self.buffered < self._need:
+            return None
+        body = bytes(self._buf[self._pos : self._pos + self._need])
+        self._pos += self._need
+        self._need = None
+        if self._pos > 65536 and self._pos * 2 > len(self._buf):
+            del self._buf[: self._pos]  # amortised: each byte is moved at most a constant number of times
+            self._pos = 0
+        return _unpack(body)
+
+
+def _unpack(body: bytes) -> dict[str, Any]:
+    try:
+        obj = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:  # msgpack raises several unrelated types; all mean "not a frame"
+        raise ProtocolError(f"undecodable frame: {type(exc).__name__}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"a frame must hold a map, not {type(obj).__name__}")
+    for key in obj:
+        if not isinstance(key, str):
+            raise ProtocolError("frame map keys must be strings")
+    return obj
+
+
+def check_request(message: Mapping[str, Any]) -> tuple[str, int]:
+    """Validate a request frame against OPS; return (op, id). Raises ProtocolError."""
+    op = message.get("op")
+    rid = message.get("id")
+    if not isinstance(rid, int) or isinstance(rid, bool) or rid < 0:
+        raise ProtocolError("request without a valid id")
+    if not isinstance(op, str) or op not in OPS:
+        raise ProtocolError(f"unknown op {op!r}")
+    fields = OPS[op]
+    for key, value in message.items():
+        if key in ("op", "id"):
+            continue
+        allowed = fields.get(key)
+        if allowed is None:
+            raise ProtocolError(f"{op}: unknown field {key!r}")
+        if isinstance(value, bool) and bool not in allowed:
+            raise ProtocolError(f"{op}: field {key!r} must not be a boolean")
+        if not isinstance(value, allowed):
+            raise ProtocolError(f"{op}: field {key!r} has type {type(value).__name__}")
+    if op == "hello":
+        for key in ("version", "role"):
+            if key not in message:
+                raise ProtocolError(f"hello: missing {key!r}")
+        if message["role"] not in ROLES:
+            raise ProtocolError(f"hello: unknown role {message['role']!r}")
+    elif op == "verdict":
+        for key in ("tool", "arguments"):
+            if key not in message:
+                raise ProtocolError(f"verdict: missing {key!r}")
+    elif op == "observe":
+        for key in ("seq", "kind", "payload"):
+            if key not in message:
+                raise ProtocolError(f"observe: missing {key!r}")
+        if message["kind"] not in OBSERVE_KINDS:
+            raise ProtocolError(f"observe: unknown kind {message['kind']!r}")
+    elif op == "tools" and "tools" not in message:
+        raise ProtocolError("tools: missing 'tools'")
+    return op, rid
+
+
+def request(op: str, rid: int, **fields: Any) -> dict[str, Any]:
+    return {"op": op, "id": rid, **fields}
+
+
+def reply(rid: int, **fields: Any) -> dict[str, Any]:
+    return {"id": rid, "ok": True, **fields}
+
+
+def error_reply(rid: int, code: str, message: str) -> dict[str, Any]:
+    return {"id": rid, "ok": False, "error": {"code": code, "message": message}}
+
+
+def verdict_reply(
+    rid: int,
+    *,
+    verdict: str,
+    rule: str,
+    reason: str,
+    destination: str | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The daemon's answer to `verdict`. `reason` is safe to show the agent (no untrusted text)."""
+    return reply(
+        rid,
+        verdict=verdict,
+        rule=rule,
+        reason=reason,
+        destination=destination,
+        provenance=dict(provenance) if provenance is not None else None,
+    )

@@ -1,0 +1,1 @@
+"""bouncerctl: the person's command line for bouncerd."""
