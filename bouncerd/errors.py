@@ -29,3 +29,12 @@ class UnsafeDirectoryError(BouncerError):
 
 class AlreadyRunningError(BouncerError):
     """Another bouncerd already serves this socket."""
+
+
+class DaemonRequestError(BouncerError):
+    """bouncerd answered a request with an error reply. `code` is the reply's machine-readable code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message

@@ -94,9 +94,15 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
         "request_id": _ID,
         "payload": (bytes,),  # the raw JSON-RPC line as received from upstream
     },
+    # A person's words, from a client hook (UserPromptSubmit): destinations in it are vouched for the
+    # session of the hook's connection. Reply: {"vouched": n}.
+    "vouch": {"text": _STR},
     # bouncerctl
     "status": {},
     "ping": {},
+    "reload": {},  # reload policy.yaml; reply {"error": str|None}
+    "pins": {"server": _OPT_STR},  # reply {"servers": [{name, upstream, tools: [{name, state, ...}]}]}
+    "pins_accept": {"server": _STR, "tools": (list, type(None))},  # reply {"accepted": [names]}
 }
 
 OBSERVE_KINDS: Final = frozenset({"result", "error", "notification", "request", "other"})
@@ -164,10 +170,11 @@ class FrameDecoder:
         if self._pos > 65536 and self._pos * 2 > len(self._buf):
             del self._buf[: self._pos]  # amortised: each byte is moved at most a constant number of times
             self._pos = 0
-        return _unpack(body)
+        return decode_body(body)
 
 
-def _unpack(body: bytes) -> dict[str, Any]:
+def decode_body(body: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """One frame body (without its length prefix) to a message. Raises ProtocolError only."""
     try:
         obj = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
     except Exception as exc:  # msgpack raises several unrelated types; all mean "not a frame"

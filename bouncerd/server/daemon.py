@@ -1,0 +1,455 @@
+"""The daemon's state and its ops: engine, journal, audit log and sessions behind the wire's requests.
+
+Theory of operation
+-------------------
+`Daemon.start` replays the journal into a fresh `Engine` (and the observation queue), cuts a torn
+journal tail, opens the audit log (repairing a torn line) and is then ready to serve. `serve` accepts
+connections on a listener it is handed (bound or activated by `bouncerd/server/listener.py`); each
+connection is a `bouncerd.server.connection.Connection`, which frames, orders and dispatches
+requests to the op methods here. The op methods are synchronous: they change state, journal the
+engine's events with one write, audit, and return the reply. Only the decision lives in the engine;
+this module is plumbing.
+
+Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a
+slice of a snapshot). Observation entries belong to `bouncerd/server/observations.py`.
+
+Compaction: once the journal holds more than `COMPACT_AFTER_BYTES` that a rewrite would drop (its
+size less the raw observations still waiting to be indexed, which a rewrite must copy), and more
+than it would copy, and at least twice the last snapshot (so a large state is not rewritten after
+every append), it is replaced by the engine's snapshot plus what the observation index still needs.
+The cost of compaction is thus always proportional to what it reclaims. Compaction runs on the event loop and
+fsyncs; it also runs at a clean shutdown (`close`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from bouncerd import __version__, wire
+from bouncerd.core.approvals import arguments_digest
+from bouncerd.core.engine import Engine
+from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
+from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
+from bouncerd.paths import Paths
+from bouncerd.server import peer
+from bouncerd.server.audit import AuditLog
+from bouncerd.server.connection import Connection
+from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
+from bouncerd.server.observations import ObservationIndex
+from bouncerd.server.policies import PolicyState, realpath
+from bouncerd.server.sessions import Registry
+
+log = logging.getLogger("bouncerd")
+
+# Compact once the journal passes this size. Raw observations make it grow by the size of upstream
+# outputs; 64 MiB bounds the replay after a crash to well under a second while compacting rarely.
+COMPACT_AFTER_BYTES = 64 * 1024 * 1024
+
+# Engine events per journal frame when writing a snapshot, so a large state never needs a frame near
+# the wire's MAX_FRAME_BYTES.
+SNAPSHOT_EVENTS_PER_FRAME = 256
+
+# After accept() fails (out of file descriptors, usually), wait this long before trying again, so
+# the loop does not spin while connections close and free descriptors.
+ACCEPT_RETRY_SECONDS = 0.1
+
+
+class Daemon:
+    def __init__(self, paths: Paths, socket_path: str, *, expected_uid: int, now: float) -> None:
+        self.paths = paths
+        self.socket_path = socket_path
+        self.expected_uid = expected_uid  # the only uid whose connections are served
+        self.started = now
+        self.policy = PolicyState(paths.policy)
+        self.engine = Engine(resolve=realpath)
+        self.registry = Registry()
+        self.observations = ObservationIndex(self.engine, self._journal_append)
+        self.observations.on_indexed = self.maybe_compact
+        self._journal: Journal | None = None
+        self._audit: AuditLog | None = None
+        self._compact_floor = COMPACT_AFTER_BYTES
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, paths: Paths, socket_path: str, *, expected_uid: int, now: float) -> Daemon:
+        daemon = cls(paths, socket_path, expected_uid=expected_uid, now=now)
+        daemon.policy = PolicyState.load(paths.policy, now)  # a bad policy.yaml stops the start here
+        daemon.engine.set_policy(daemon.policy.base)
+        journal_path = paths.state / JOURNAL_NAME
+        journal, recovery = Journal.open(journal_path, daemon._replay)
+        daemon._journal = journal
+        daemon.observations.replay_done()
+        (log.warning if recovery.torn_bytes else log.info)("%s", recovery.describe())
+        if daemon.observations.queued:
+            log.info("journal: %d observations to index again", daemon.observations.queued)
+        try:
+            daemon._audit, repair = AuditLog.open(paths.audit, now)
+        except BaseException:
+            journal.close()
+            raise
+        if repair is not None:
+            log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
+        return daemon
+
+    def _replay(self, entry: Entry) -> None:
+        try:
+            if entry.get("k") == "events":
+                for ev in entry["events"]:
+                    self.engine.apply(ev)
+            elif not self.observations.replay(entry):
+                raise ValueError(f"unknown entry kind {entry.get('k')!r}")
+        except Exception as exc:  # any failure to apply means the state cannot be rebuilt faithfully
+            raise BouncerError(
+                f"the journal {self.paths.state / JOURNAL_NAME} holds an entry this bouncerd does not "
+                f"understand ({type(exc).__name__}: {exc}); it is left as it is"
+            ) from None
+
+    def close(self) -> None:
+        """Compact and fsync the journal, fsync and close the audit log. Call once, after `serve`."""
+        if self._journal is not None:
+            self.compact()
+            self._journal.sync()
+            self._journal.close()
+            self._journal = None
+        if self._audit is not None:
+            self._audit.close()
+            self._audit = None
+
+    # ---- journal ------------------------------------------------------------------------------
+
+    @property
+    def journal(self) -> Journal:
+        assert self._journal is not None, "journal used before start() or after close()"
+        return self._journal
+
+    @property
+    def audit(self) -> AuditLog:
+        assert self._audit is not None, "audit log used before start() or after close()"
+        return self._audit
+
+    def _journal_append(self, entry: Entry) -> None:
+        self.journal.append(entry)
+
+    def _journal_events(self, events: Any) -> None:
+        if events:
+            self.journal.append({"k": "events", "events": list(events)})
+
+    def maybe_compact(self) -> None:
+        queued = self.observations.queued_bytes  # what a rewrite must copy
+        reclaimable = self.journal.size - queued
+        if reclaimable > max(self._compact_floor, queued):
+            self.compact()
+
+    def compact(self) -> None:
+        try:
+            self.journal.rewrite(self._snapshot_entries())
+        except (OSError, ProtocolError) as exc:
+            log.error("journal: compaction failed, keeping the journal as it is: %s", exc)
+            return
+        self._compact_floor = max(
+            COMPACT_AFTER_BYTES, 2 * (self.journal.size - self.observations.queued_bytes)
+        )
+        log.info("journal: compacted to %d bytes", self.journal.size)
+
+    def _snapshot_entries(self) -> Iterator[Entry]:
+        events = self.engine.snapshot(time.time())
+        for i in range(0, len(events), SNAPSHOT_EVENTS_PER_FRAME):
+            yield {"k": "events", "events": events[i : i + SNAPSHOT_EVENTS_PER_FRAME]}
+        yield from self.observations.snapshot_entries()
+
+    # ---- serving ------------------------------------------------------------------------------
+
+    async def serve(self, sock: socket.socket) -> None:
+        """Serve until SIGTERM or SIGINT. Takes ownership of `sock`."""
+        listener = await anyio.abc.SocketListener.from_socket(sock)
+        async with listener, anyio.create_task_group() as tg:
+            await tg.start(self._watch_signals, tg.cancel_scope)
+            tg.start_soon(self.observations.run)
+            log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
+            while True:
+                try:
+                    stream = await listener.accept()
+                except (anyio.BrokenResourceError, OSError) as exc:
+                    log.error("accept failed: %s", exc)
+                    await anyio.sleep(ACCEPT_RETRY_SECONDS)
+                    continue
+                tg.start_soon(self._handle, stream)
+
+    async def _watch_signals(
+        self, scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    self.reload()
+                    continue
+                log.info("%s: shutting down", signal.Signals(signum).name)
+                scope.cancel()
+                return
+
+    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
+            try:
+                cred = peer.check_peer(raw, self.expected_uid)
+            except PeerRejectedError as exc:
+                log.warning("refused a connection: %s", exc)
+                return
+            conn = Connection(self, stream, cred)
+            try:
+                await conn.run()
+            except ProtocolError as exc:
+                log.info("dropped a connection from pid %s: %s", cred.pid, exc)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+                pass
+            except Exception:  # a bug must cost one connection, not the daemon
+                log.exception("connection from pid %s failed", cred.pid)
+            finally:
+                self.registry.disconnect(conn.server)
+
+    # ---- ops ----------------------------------------------------------------------------------
+
+    def hello(self, conn: Connection, rid: int, msg: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The reply to `hello` and whether to keep the connection."""
+        if msg["version"] != wire.PROTOCOL_VERSION:
+            return (
+                wire.error_reply(
+                    rid,
+                    "version",
+                    f"protocol version {msg['version']} is not supported; this bouncerd speaks "
+                    f"{wire.PROTOCOL_VERSION}",
+                ),
+                False,
+            )
+        role = msg["role"]
+        session = msg.get("session")
+        server = msg.get("server")
+        upstream = msg.get("upstream", [])
+        if not all(isinstance(part, str) for part in upstream):
+            return wire.error_reply(rid, "bad_hello", "upstream must be a list of strings"), False
+        if role == "shim" and not (session and server):
+            return wire.error_reply(
+                rid, "bad_hello", "a shim must send its session key and server name"
+            ), False
+        if role == "shim":
+            try:
+                self.policy.for_shim(msg.get("policy_path"))
+            except PolicyError as exc:
+                return wire.error_reply(rid, "policy", str(exc)), False
+            conn.policy_path = msg.get("policy_path")
+        conn.role = role
+        conn.instance = msg.get("instance")
+        if session:
+            identity = ServerIdentity(server, tuple(upstream)) if server else None
+            conn.session, conn.server = self.registry.connect(
+                session, identity, shim_pid=msg.get("pid"), client_pid=msg.get("client_pid"), now=time.time()
+            )
+        reply = wire.reply(
+            rid, daemon_pid=os.getpid(), version=wire.PROTOCOL_VERSION, daemon_version=__version__
+        )
+        return reply, True
+
+    def client(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+        session = conn.require_session()
+        for info in (session.client, *([conn.server.client] if conn.server else [])):
+            for key in ("name", "version", "protocol", "capabilities"):
+                if key in msg:
+                    setattr(info, key, msg[key])
+        return wire.reply(rid)
+
+    def tools(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+        _, entry = conn.require_server()
+        tools = [t for t in msg["tools"] if isinstance(t, dict)]
+        report, events = self.engine.tools_listed(entry.identity, tools, time.time())
+        self._journal_events(events)
+        entry.tools = len(tools)
+        self.maybe_compact()
+        return wire.reply(
+            rid,
+            pinned_now=list(report.pinned_now),
+            unpinned=list(report.unpinned),
+            changed=list(report.changed),
+        )
+
+    def verdict(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+        session, entry = conn.require_server()
+        call = ToolCall(session.key, entry.identity, msg["tool"], msg["arguments"], msg.get("request_id"))
+        now = time.time()
+        try:
+            policy = self.policy.for_shim(conn.policy_path)
+        except PolicyError as exc:  # the shim's --policy went bad after it started: refuse, never guess
+            verdict = Verdict("deny", "policy.unreadable", f"this server's policy cannot be loaded: {exc}")
+        else:
+            verdict = self.engine.decide(call, now, policy)
+        self._journal_events(verdict.events)
+        provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
+        record: dict[str, Any] = {
+            "session": session.key,
+            "client": session.client.name,
+            "server": entry.identity.name,
+            "request_id": call.request_id,
+            "tool": call.tool,
+            "verdict": verdict.verdict,
+            "rule": verdict.rule,
+            "reason": verdict.reason,
+            "destination": verdict.destination,
+            "provenance": provenance,
+        }
+        if self.policy.base.settings.audit_arguments == "digest":
+            record["arguments_sha256"] = arguments_digest(call.arguments)
+        else:
+            record["arguments"] = call.arguments
+        self.audit.append(record, now)
+        session.counts[verdict.verdict] += 1
+        self.maybe_compact()
+        return wire.verdict_reply(
+            rid,
+            verdict=verdict.verdict,
+            rule=verdict.rule,
+            reason=verdict.reason,
+            destination=verdict.destination,
+            provenance=provenance,
+        )
+
+    # ---- policy, pins, vouching ---------------------------------------------------------------
+
+    def reload(self) -> str | None:
+        now = time.time()
+        error = self.policy.reload(now)
+        if error is None:
+            self.engine.set_policy(self.policy.base)
+            log.info("reload: policy loaded from %s", self.policy.user_path)
+            self.audit.append(
+                {"rule": "policy.reloaded", "reason": f"policy loaded from {self.policy.user_path}"}, now
+            )
+        else:
+            log.error("reload failed, keeping the policy in force: %s", error)
+            self.audit.append({"rule": "policy.reload_failed", "reason": error}, now)
+        return error
+
+    def reload_op(self, rid: int) -> dict[str, Any]:
+        return wire.reply(rid, error=self.reload())
+
+    def pins(self, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+        servers = []
+        for key, sp in self.engine.servers.items():
+            name, *upstream = key.split("\x00")
+            if msg.get("server") not in (None, name):
+                continue
+            tools = []
+            for tool in sorted(set(sp.pins) | set(sp.live)):
+                pin = sp.pins.get(tool)
+                live = sp.live.get(tool)
+                state = (
+                    "pinned"
+                    if pin is not None and live == pin.digest
+                    else "changed"
+                    if pin is not None and live is not None
+                    else "new"
+                    if pin is None
+                    else "not listed"
+                )
+                entry: dict[str, Any] = {"name": tool, "state": state}
+                if state == "changed" and pin is not None:
+                    now_tool = sp.live_tools.get(tool, {})
+                    entry["pinned"] = {"description": pin.description, "inputSchema": pin.input_schema}
+                    entry["live"] = {
+                        "description": now_tool.get("description"),
+                        "inputSchema": now_tool.get("inputSchema"),
+                    }
+                tools.append(entry)
+            servers.append({"name": name, "upstream": upstream, "key": key, "tools": tools})
+        return wire.reply(rid, servers=servers)
+
+    def pins_accept(self, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+        wanted = msg.get("tools")
+        accepted: list[str] = []
+        now = time.time()
+        found = False
+        for key in list(self.engine.servers):
+            if key.split("\x00", 1)[0] != msg["server"]:
+                continue
+            found = True
+            events = self.engine.accept_pins(key, wanted)
+            self._journal_events(events)
+            names = [ev["tool"] for ev in events]
+            accepted.extend(names)
+            if names:
+                self.audit.append(
+                    {
+                        "server": msg["server"],
+                        "rule": "pins.accepted",
+                        "verdict": None,
+                        "reason": f"a person accepted {len(names)} tool(s): {', '.join(names)}",
+                    },
+                    now,
+                )
+        if not found:
+            return wire.error_reply(
+                rid, "no_server", f"no server named {msg['server']!r} has listed tools yet"
+            )
+        return wire.reply(rid, accepted=accepted)
+
+    def vouch(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+        session = conn.require_session()
+        events = self.engine.vouch(session.key, msg["text"])
+        self._journal_events(events)
+        keys = events[0]["keys"] if events else []
+        if keys:
+            self.audit.append(
+                {
+                    "session": session.key,
+                    "rule": "vouch.user_prompt",
+                    "reason": f"{len(keys)} destination(s) typed by the user vouched for the session",
+                    "destination": ", ".join(keys),
+                },
+                time.time(),
+            )
+        return wire.reply(rid, vouched=len(keys))
+
+    def observe(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+        session = conn.require_session()
+        seq = msg["seq"]
+        if not self.observations.is_duplicate(conn.instance, seq):
+            server = conn.server.identity.name if conn.server is not None else f"({conn.role})"
+            self.observations.accept(
+                session=session.key, server=server, instance=conn.instance, request=msg, now=time.time()
+            )
+            self.maybe_compact()
+        return wire.reply(rid, seq=seq)
+
+    def status(self, rid: int) -> dict[str, Any]:
+        now = time.time()
+        daemon = {
+            "pid": os.getpid(),
+            "version": __version__,
+            "started": self.started,
+            "uptime": now - self.started,
+            "socket": self.socket_path,
+            "state_dir": str(self.paths.state),
+            "audit": str(self.paths.audit),
+        }
+        return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
+
+
+def socket_display_path(sock: socket.socket, fallback: Path) -> str:
+    """The path a listener is bound to (an activated one may live anywhere)."""
+    try:
+        name = sock.getsockname()
+    except OSError:
+        return str(fallback)
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    return name if isinstance(name, str) and name else str(fallback)

@@ -1,0 +1,31 @@
+"""The ``bouncerctl`` command group. Each command lives in its own module and is registered below.
+
+Commands render what the daemon says; they decide nothing. They find the daemon through
+`bouncerd.paths.resolve(os.environ)` at call time (see `bouncerctl.common.connect`), so
+``BOUNCER_HOME`` works for every command.
+"""
+
+from __future__ import annotations
+
+import click
+
+from bouncerd import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="bouncerctl")
+def main() -> None:
+    """Talk to bouncerd, the per-user daemon that decides every MCP tools/call."""
+
+
+# Registration: one line per command module.
+from bouncerctl import status as _status  # noqa: E402 - commands import helpers, never this group
+
+main.add_command(_status.status)
+
+from bouncerctl import pins as _pins  # noqa: E402
+from bouncerctl import policy_cmd as _policy  # noqa: E402
+
+main.add_command(_pins.pins)
+main.add_command(_policy.policy)
+main.add_command(_policy.reload)

@@ -1,0 +1,53 @@
+"""Helpers shared by bouncerctl commands: reaching the daemon and the errors that map to exit codes.
+
+Exit codes: 0 success, 1 a request failed (the daemon said why), 2 usage (click's own), 3 the daemon
+is not running or cannot be reached. Scripts can tell "not running" apart from "refused".
+"""
+
+from __future__ import annotations
+
+import os
+from typing import IO, Any
+
+import click
+
+from bouncerd.client import Client
+from bouncerd.errors import DaemonRequestError, DaemonUnavailableError
+from bouncerd.paths import resolve
+
+EXIT_REQUEST_FAILED = 1
+EXIT_NOT_RUNNING = 3
+
+
+class DaemonNotRunning(click.ClickException):
+    """One line on stderr, exit 3: the daemon is absent or unreachable."""
+
+    exit_code = EXIT_NOT_RUNNING
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(self.format_message(), err=True)
+
+
+class RequestFailed(click.ClickException):
+    exit_code = EXIT_REQUEST_FAILED
+
+
+def connect() -> Client:
+    """A ctl connection to the daemon of the current environment; DaemonNotRunning if there is none."""
+    try:
+        return Client.connect(resolve(os.environ), role="ctl")
+    except DaemonUnavailableError as exc:
+        raise DaemonNotRunning(str(exc)) from None
+    except DaemonRequestError as exc:  # e.g. a daemon of another protocol version
+        raise RequestFailed(f"bouncerd refused the connection: {exc.message}") from None
+
+
+def request(op: str, **fields: Any) -> dict[str, Any]:
+    """One request on a fresh connection; the reply, or a ClickException with the right exit code."""
+    with connect() as client:
+        try:
+            return client.request(op, **fields)
+        except DaemonUnavailableError as exc:
+            raise DaemonNotRunning(str(exc)) from None
+        except DaemonRequestError as exc:
+            raise RequestFailed(f"bouncerd refused {op}: {exc.message}") from None
