@@ -1,0 +1,189 @@
+"""YAML that remembers where everything was, and refuses what a policy file must not contain.
+
+Theory of operation
+-------------------
+PyYAML's `SafeLoader` turns a document into plain values and forgets the lines. A policy error must
+name the file, the line and the key, so this module stops one step earlier: it *composes* the
+document into nodes (which carry their marks) and lets the policy reader walk the nodes itself,
+asking for a mapping, a list of strings, a boolean, an integer. Every question either returns the
+value or raises `PolicyError("FILE:LINE: KEY: REASON")`. The walk refuses what the safe loader would
+quietly accept: duplicate keys (the last one would win), non-string keys, null values, and types
+that YAML coerces (`"1"` for an int, `true` for an int, a bare string where a list is expected).
+
+Scalars are typed by the safe loader's own resolver, so `yes`/`no`/`on`/`off` are booleans and
+`2024-01-01` is a date, exactly as any other YAML tool would read them; the walk then checks the type.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from bouncerd.errors import PolicyError
+
+# A policy is written by hand: a megabyte is thousands of entries. Anything larger is a mistake, or
+# an attempt to make `bouncerctl policy check` (which reads files it is pointed at) slow.
+MAX_POLICY_BYTES = 1024 * 1024
+# Aliases let a small file expand into a huge tree ("billion laughs"). Walking stops after this many
+# nodes: a megabyte of hand-written YAML composes to far fewer.
+MAX_NODES = 200_000
+
+
+class _Loader(yaml.SafeLoader):
+    """A SafeLoader of our own, so nothing registered on PyYAML's global loaders leaks in."""
+
+
+@dataclass
+class Doc:
+    """One composed document and the counters the walk needs."""
+
+    filename: str
+    root: yaml.Node | None
+    loader: _Loader
+    nodes: int = 0
+
+    # ---- errors -----------------------------------------------------------------------------
+
+    def error(self, node: yaml.Node | None, key: str, reason: str) -> PolicyError:
+        line = node.start_mark.line + 1 if node is not None else 1
+        return PolicyError(f"{self.filename}:{line}: {key or '(top level)'}: {reason}")
+
+    def _count(self) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise PolicyError(
+                f"{self.filename}:1: (document): more than {MAX_NODES} YAML nodes after expanding aliases"
+            )
+
+    # ---- questions ----------------------------------------------------------------------------
+
+    def mapping(
+        self, node: yaml.Node, key: str, what: str = "a mapping"
+    ) -> list[tuple[str, yaml.Node, yaml.Node]]:
+        """The (key, key node, value node) pairs of a mapping, in file order."""
+        self._count()
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, key, f"expected {what}, got {describe(self, node)}")
+        seen: dict[str, int] = {}
+        out: list[tuple[str, yaml.Node, yaml.Node]] = []
+        for knode, vnode in node.value:
+            self._count()
+            if knode.tag == "tag:yaml.org,2002:merge":
+                # A merged key can be overridden silently by a later one: the ambiguity strictness is for.
+                raise self.error(knode, key, "merge keys (<<) are not supported; write the keys out")
+            name = self.scalar(knode, key) if isinstance(knode, yaml.ScalarNode) else None
+            if not isinstance(name, str) or not name:
+                raise self.error(knode, key, f"keys must be non-empty strings, got {describe(self, knode)}")
+            sub = f"{key}.{name}" if key else name
+            if name in seen:
+                raise self.error(
+                    knode, sub, f"duplicate key (first on line {seen[name]}); YAML would keep the last"
+                )
+            seen[name] = knode.start_mark.line + 1
+            if is_null(vnode):
+                raise self.error(knode, sub, "has no value (null); write the value, or remove the line")
+            out.append((name, knode, vnode))
+        return out
+
+    def scalar(self, node: yaml.Node, key: str) -> Any:
+        self._count()
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.error(node, key, f"expected a single value, got {describe(self, node)}")
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            raise self.error(node, key, f"cannot read this value: {_problem(exc)}") from None
+
+    def string(self, node: yaml.Node, key: str, choices: Iterable[str] | None = None) -> str:
+        value = self.scalar(node, key)
+        if not isinstance(value, str):
+            raise self.error(node, key, f"expected a string, got {describe(self, node)}")
+        if choices is not None:
+            options = tuple(choices)
+            if value not in options:
+                raise self.error(node, key, f"must be one of {', '.join(options)}; got {value!r}")
+        if not value:
+            raise self.error(node, key, "must not be empty")
+        return value
+
+    def boolean(self, node: yaml.Node, key: str) -> bool:
+        value = self.scalar(node, key)
+        if not isinstance(value, bool):
+            raise self.error(node, key, f"expected true or false, got {describe(self, node)}")
+        return value
+
+    def integer(self, node: yaml.Node, key: str, minimum: int, maximum: int | None = None) -> int:
+        value = self.scalar(node, key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(node, key, f"expected an integer, got {describe(self, node)}")
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+            raise self.error(node, key, f"must be {bound}; got {value}")
+        return value
+
+    def strings(self, node: yaml.Node, key: str) -> list[tuple[str, yaml.Node]]:
+        """A list of non-empty strings, each with its node (for per-item errors)."""
+        self._count()
+        if not isinstance(node, yaml.SequenceNode):
+            hint = ""
+            if isinstance(node, yaml.ScalarNode) and isinstance(self.scalar(node, key), str):
+                hint = f"; write [{node.value}] for a list of one"
+            raise self.error(node, key, f"expected a list, got {describe(self, node)}{hint}")
+        out: list[tuple[str, yaml.Node]] = []
+        for i, item in enumerate(node.value):
+            if is_null(item):
+                raise self.error(item, f"{key}[{i}]", "has no value (null)")
+            out.append((self.string(item, f"{key}[{i}]"), item))
+        return out
+
+
+def parse(text: str, filename: str) -> Doc:
+    """Compose one YAML document. An empty file composes to `root=None`."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_POLICY_BYTES:
+        raise PolicyError(f"{filename}:1: (document): larger than {MAX_POLICY_BYTES} bytes")
+    try:
+        loader = _Loader(text)  # the reader rejects control characters already here
+        root = loader.get_single_node()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        raise PolicyError(f"{filename}:{line}: (document): not valid YAML: {_problem(exc)}") from None
+    return Doc(filename, root, loader)
+
+
+def is_null(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+
+
+def describe(doc: Doc, node: yaml.Node) -> str:
+    """What the user wrote, in words: 'the string "1"', 'a list', 'true'."""
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    if is_null(node):
+        return "nothing (null)"
+    try:
+        value = doc.loader.construct_object(node, deep=True)
+    except yaml.YAMLError:
+        return f"the value {node.value!r}"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return f"the {type(value).__name__} {node.value}"
+
+
+def suggest(name: str, known: Iterable[str]) -> str:
+    """' (did you mean "x"?)' for a likely typo, else ''."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def _problem(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None)
+    return str(problem) if problem else str(exc).splitlines()[0]
