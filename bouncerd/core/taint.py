@@ -1,24 +1,96 @@
-"""Taint index: which destinations have appeared in untrusted output, and where.
+"""Taint index: which destinations have appeared in untrusted output, where, and in which field.
 
-INTERIM (foundation issue): exact, case-folded e-mail and URL tokens only. The engine issue replaces
-the internals (decoding, folding, canonicalisation, field provenance, bounded memory) behind the same
-interface: `extract` (pure, expensive, off the hot path) turns one output into `TokenRecord`s, `add`
-applies records (also used to replay the journal), `lookup` answers for one destination.
+Theory of operation
+-------------------
+`extract` (pure; the daemon runs it on every upstream message) turns one message into `TokenRecord`s:
+every string in it is untrusted (results, errors, notifications, tool descriptions, server requests,
+dict keys too), and each is read through `tokens.text_keys` (decoded, folded, tokenised). Where the
+output is structured (`structuredContent`, a text item that parses as JSON or YAML to a mapping or a
+list of mappings, or a text that opens with a mail header block) each string keeps its field path
+(`messages[0].sender`) and whether the field is an *identity* field (sender, to, participants,
+email, owner, iban, …: see `IDENTITY_PARTS`) or free text (body, description, subject, anything
+unknown, and all unstructured text). An identity value is also indexed whole (`"Mallory Smith"`).
+A text item that repeats `structuredContent` as JSON is not walked twice. Image and audio data are
+not read (text inside an image is not seen).
+
+`TaintIndex` maps each key to the provenance to show for it: the first free-text sighting if there
+is one (a planted address is refused), else the first identity sighting (a sender is asked about).
+Provenance objects are interned, so the per-key cost is one dict slot and the key string. A lookup
+canonicalises the destination (`canon.canonicalize`) and probes a handful of keys: its cost does not
+depend on how much output was recorded.
+
+Memory bound: at most `max_keys` live keys (default `MAX_KEYS`). Past it the oldest keys (by first
+sighting) are evicted in batches into `EvictedFilter`, a Bloom filter over 64-bit hashes of the keys
+(`EVICTED_FILTER_BITS`, allocated at the first eviction). A lookup of an evicted key answers
+"evicted" (the engine asks, never allows). The filter never forgets: past its design capacity
+(`EVICTED_FILTER_CAPACITY` keys at about 1% false positives) its false-positive rate rises, so more
+never-seen destinations answer "evicted" (ask instead of unproven-ask for sends, ask instead of allow
+for fetches). Memory stays fixed; a deny can turn into an ask, never into an allow.
+
+Not caught (the destination is then unproven: ask for sends): an address split across fields or
+outputs, or spelled letter by letter, reversed, ROT13, hex or base32; base64 of UTF-16 or wrapped in
+lines shorter than `fold.MIN_BASE64_RUN`; nesting deeper than `fold.MAX_DECODE_ROUNDS`; text inside
+images; a subdomain of a tainted host; look-alikes outside `fold.CONFUSABLES`. An attacker who
+controls a whole text result can dress it as JSON/YAML/mail headers with identity field names and
+turn a deny into an ask (never into an allow).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from itertools import islice
+from typing import Any, NamedTuple
 
+import yaml
+
+from bouncerd.core import canon, fold, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 
-MIN_DESTINATION_CHARS = 6  # shorter tokens ("a@b.c", "x.io") collide with ordinary text too often
+MIN_DESTINATION_CHARS = tokens.MIN_KEY_CHARS  # shorter destinations are never tainted
+# About 165 bytes a key (the key string, its dict slot, a share of a provenance), so ~330 MB at the
+# bound, reached after roughly 600 MB of mail-like output in one scope. Past it the oldest are evicted.
+MAX_KEYS = 2_000_000
+EVICT_BATCH_DIVISOR = 16  # evict 1/16 of the keys at once: dict front-deletion is cheap only in bulk
+EVICTED_FILTER_BITS = 1 << 27  # 16 MiB per index, allocated only once something is evicted
+EVICTED_FILTER_HASHES = 7  # optimal for ~1% false positives at EVICTED_FILTER_CAPACITY
+EVICTED_FILTER_CAPACITY = 14_000_000  # m·ln²2/ln(100): keys at which false positives reach ~1%
+MAX_INTERNED = 65_536  # distinct provenances remembered for sharing; clearing only loses sharing
+MAX_IDENTITY_VALUE_CHARS = 320  # a longer value in an identity field is prose, treated as free text
+MAX_YAML_CHARS = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
+MAX_FIELD_PATH_CHARS = 200  # deeper paths are cut: nesting must not cost quadratic memory
+MAX_HEADER_LINES = 64  # a mail header block longer than this is not a header block
+MAX_BLOB_CHARS = 4 * 1024 * 1024  # resource blobs larger than this are not decoded as text
 
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s\"'<>]+", re.IGNORECASE)
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Field-name parts that mark a field as naming a party (a person, account, channel) rather than
+# carrying prose. A field is classified by its last classified part: `sender_email` is identity,
+# `email_body` is free text; an unclassified field inherits from its parent (`from.name`).
+IDENTITY_PARTS = frozenset(
+    [
+        "sender", "senders", "from", "to", "cc", "bcc", "reply", "replyto", "recipient", "recipients",
+        "participant", "participants", "email", "emails", "mail", "address", "addresses", "owner",
+        "owners", "shared", "sharedwith", "author", "authors", "user", "users", "username",
+        "usernames", "login", "iban", "account", "accounts", "phone", "phones", "mobile", "tel",
+        "telephone", "contact", "contacts", "member", "members", "attendee", "attendees", "assignee",
+        "assignees", "reviewer", "reviewers", "organizer", "organiser", "creator", "invitee",
+        "invitees", "guest", "guests", "channel", "channels", "handle", "handles", "mention",
+        "mentions",
+    ]
+)  # fmt: skip
+FREE_TEXT_PARTS = frozenset(
+    [
+        "body", "bodies", "description", "descriptions", "content", "contents", "text", "texts",
+        "message", "messages", "subject", "note", "notes", "comment", "comments", "summary", "snippet",
+        "title", "html", "markdown", "preview", "excerpt", "details", "instructions", "prompt",
+        "reason", "error", "errors", "log", "logs", "value",
+    ]
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -31,9 +103,10 @@ class Source:
     ts: float
 
 
-@dataclass(frozen=True)
-class TokenRecord:
-    token: str
+class TokenRecord(NamedTuple):
+    """One key seen in one output. A tuple: thousands are made per MB, a dataclass costs 5x more."""
+
+    token: str  # a folded key (tokens.*_key), added to the index as is
     provenance: Provenance
 
 
@@ -41,63 +114,394 @@ class TokenRecord:
 class Hit:
     state: str  # "tainted" (we know where) or "evicted" (we knew, and forgot where: ask, never allow)
     provenance: Provenance | None
-    identity_only: bool
+    identity_only: bool  # every sighting of the matched key was in an identity field
+    key: str | None = None  # the index key that matched
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield str(k)
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
+# ---- field classification --------------------------------------------------------------------------
+
+_NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
-def _tokens(text: str) -> Iterator[str]:
-    for m in _EMAIL.finditer(text):
-        yield m.group(0).casefold()
-    for m in _URL.finditer(text):
-        yield m.group(0).casefold().rstrip(".,;:)")
+@lru_cache(maxsize=4096)
+def field_is_identity(name: str) -> bool | None:
+    """True for an identity field name, False for free text, None when the name says neither."""
+    for part in reversed(_NAME_PARTS.findall(name)):
+        part = part.lower()
+        if part in IDENTITY_PARTS:
+            return True
+        if part in FREE_TEXT_PARTS:
+            return False
+    return None
+
+
+# ---- extraction ------------------------------------------------------------------------------------
+
+_SPACES = re.compile(r"\s+")
+_YAML_START = re.compile(r"(?:---|- |[\w\"'][^:\n]{0,80}:(?:[ \t]|$))", re.M)
+# A top-level line that is not a key, a list item, a comment or a document marker: not a YAML mapping
+# (a mail with a header block and a body, say). Checked before paying for a YAML parse.
+_NOT_YAML_LINE = re.compile(r"^(?![ \t]|\r?$|#|---|\.\.\.|- |-\r?$|[^\s:#][^:\n]*:(?:[ \t]|\r?$)).", re.M)
+_HEADER_LINE = re.compile(r"([A-Za-z][A-Za-z0-9 _-]{0,40}):[ \t]*(.*)")
+
+
+class _Collector:
+    """Keys of one output with their provenance, free-text sightings preferred."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.provs: dict[tuple[str | None, bool], Provenance] = {}
+        self.keys: dict[str, Provenance] = {}
+        self.found: dict[str, tuple[str, ...]] = {}  # text -> its keys (outputs repeat their values)
+        self.mirror: Any = None  # structuredContent, which text items often repeat as JSON
+
+    def add(self, text: str, field: str | None, identity: bool) -> None:
+        if len(text) < MIN_DESTINATION_CHARS:
+            return
+        found = self.found.get(text)
+        if found is None:
+            found = self.found[text] = tuple(tokens.text_keys(text))
+        if identity:
+            if len(text) > MAX_IDENTITY_VALUE_CHARS:
+                identity = False
+            else:
+                whole = " ".join(fold.fold(text).split())
+                if len(whole) >= MIN_DESTINATION_CHARS and whole not in found:
+                    found = (*found, whole)
+        if not found:
+            return
+        prov = self.provs.get((field, identity))
+        if prov is None:
+            s = self.source
+            prov = self.provs[(field, identity)] = Provenance(
+                s.server, s.tool, s.request_id, s.ts, field, identity
+            )
+        keys = self.keys
+        for key in found:
+            old = keys.get(key)
+            if old is None or (old.identity and not identity):
+                keys[key] = prov
+
+    def records(self) -> list[TokenRecord]:
+        return [TokenRecord(k, p) for k, p in self.keys.items()]
+
+
+def _record_like(value: Any) -> bool:
+    return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value))
+
+
+def parse_structured(text: str) -> Any | None:
+    """The mapping (or list of mappings) a text item holds as JSON or YAML, else None."""
+    s = text.lstrip()
+    if not s:
+        return None
+    value: Any = None
+    if s[0] in "{[":
+        try:
+            value = json.loads(s)
+        except (ValueError, RecursionError):
+            value = None
+    elif len(s) <= MAX_YAML_CHARS and _YAML_START.match(s) and not _NOT_YAML_LINE.search(s):
+        try:
+            value = yaml.load(s, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader (C or Python)
+        except (yaml.YAMLError, RecursionError, ValueError, TypeError):
+            value = None
+    return value if _record_like(value) else None
+
+
+def _header_block(text: str) -> tuple[list[tuple[str, str]], str] | None:
+    """`From: …\\nTo: …\\n\\nbody` as ([(name, value)], body), if it names at least one party."""
+    lines = text.split("\n", MAX_HEADER_LINES + 1)
+    headers: list[tuple[str, str]] = []
+    i = 0
+    while i < len(lines) and i <= MAX_HEADER_LINES:
+        line = lines[i].rstrip("\r")
+        if headers and line[:1] in (" ", "\t") and line.strip():
+            headers[-1] = (headers[-1][0], headers[-1][1] + " " + line.strip())
+        else:
+            m = _HEADER_LINE.fullmatch(line)
+            if m is None:
+                break
+            headers.append((m.group(1), m.group(2)))
+        i += 1
+    if len(headers) < 2 or not any(field_is_identity(name) for name, _ in headers):
+        return None
+    return headers, "\n".join(lines[i:])
+
+
+def _walk_structured(value: Any, collector: _Collector) -> None:
+    """Walk structured output in document order, each string with its field path and class."""
+    stack: list[tuple[Any, str, bool]] = [(value, "", False)]
+    seen: set[int] = set()  # YAML aliases share objects: walk each container once
+    add = collector.add
+    while stack:
+        node, path, identity = stack.pop()
+        if isinstance(node, str):
+            if len(node) >= MIN_DESTINATION_CHARS:
+                add(node, path or None, identity)
+        elif isinstance(node, dict):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            children = []
+            deep = len(path) >= MAX_FIELD_PATH_CHARS
+            for k, v in node.items():
+                name = str(k)
+                if len(name) >= MIN_DESTINATION_CHARS:
+                    add(name, path or None, identity)
+                cls = field_is_identity(name)
+                sub = path if deep else (f"{path}.{name}" if path else name)
+                children.append((v, sub, identity if cls is None else cls))
+            stack.extend(reversed(children))
+        elif isinstance(node, list):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if len(path) >= MAX_FIELD_PATH_CHARS:
+                stack.extend((v, path, identity) for v in reversed(node))
+            else:
+                stack.extend((node[i], f"{path}[{i}]", identity) for i in range(len(node) - 1, -1, -1))
+        elif node is not None and not isinstance(node, bool):
+            add(str(node), path or None, identity)
+
+
+def _text_item(text: str, collector: _Collector) -> None:
+    parsed = parse_structured(text)
+    if parsed is not None:
+        if collector.mirror is None or parsed != collector.mirror:  # a mirror has the same keys and paths
+            _walk_structured(parsed, collector)
+        return
+    block = _header_block(text) if ":" in text[:64] else None
+    if block is not None:
+        headers, body = block
+        for name, value in headers:
+            collector.add(value, name.lower(), bool(field_is_identity(name)))
+        collector.add(body, None, False)
+        return
+    collector.add(text, None, False)
+
+
+def _blob_text(blob: Any) -> str | None:
+    if not isinstance(blob, str) or len(blob) > MAX_BLOB_CHARS:
+        return None
+    return fold.decode_base64_text(blob)
+
+
+def _walk_message(payload: Any, collector: _Collector) -> None:
+    stack: list[Any] = [payload]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            collector.add(node, None, False)
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            kind = node.get("type")
+            if "structuredContent" in node:
+                collector.mirror = node["structuredContent"]
+            for k, v in node.items():
+                collector.add(str(k), None, False)
+                if k == "structuredContent":
+                    _walk_structured(v, collector)
+                elif k == "text" and isinstance(v, str) and (kind == "text" or "uri" in node):
+                    _text_item(v, collector)  # a text content item, or text resource contents
+                elif k == "blob" and "uri" in node:
+                    decoded = _blob_text(v)
+                    if decoded is not None:
+                        _text_item(decoded, collector)
+                elif k == "data" and kind in ("image", "audio"):
+                    continue  # binary media: not text a reader can follow
+                else:
+                    stack.append(v)
+        elif node is not None and not isinstance(node, bool):
+            collector.add(str(node), None, False)
 
 
 def extract(payload: Any, source: Source) -> list[TokenRecord]:
-    prov = Provenance(server=source.server, tool=source.tool, request_id=source.request_id, ts=source.ts)
-    seen: dict[str, TokenRecord] = {}
-    for s in _strings(payload):
-        for tok in _tokens(s):
-            if len(tok) >= MIN_DESTINATION_CHARS and tok not in seen:
-                seen[tok] = TokenRecord(tok, prov)
-    return list(seen.values())
+    """Every destination key in one upstream message, with where it was seen."""
+    collector = _Collector(source)
+    _walk_message(payload, collector)
+    return collector.records()
+
+
+def encode_records(records: Iterable[TokenRecord]) -> dict[str, Any]:
+    """A compact journal form: each distinct provenance once, records point at it by index."""
+    index: dict[Provenance, int] = {}
+    # Interned provenances are shared: hash each object once. The entry keeps the object alive, so its
+    # id cannot be reused by another provenance during this call.
+    by_id: dict[int, tuple[Provenance, int]] = {}
+    rows: list[list[Any]] = []
+    for token, prov in records:
+        entry = by_id.get(id(prov))
+        if entry is None:
+            entry = by_id[id(prov)] = (prov, index.setdefault(prov, len(index)))
+        rows.append([token, entry[1]])
+    return {"sources": [p.as_dict() for p in index], "records": rows}
+
+
+def decode_records(data: Mapping[str, Any]) -> list[TokenRecord]:
+    provs = [Provenance(**p) for p in data["sources"]]
+    return [TokenRecord(tok, provs[i]) for tok, i in data["records"]]
 
 
 def destination_tokens(value: str) -> list[str]:
-    """The destination-shaped tokens inside one argument string."""
-    return [t for t in _tokens(value) if len(t) >= MIN_DESTINATION_CHARS]
+    """The destinations inside one argument string: the value itself if it is one destination, else
+    the value and every destination token in it (each is a valid `TaintIndex.lookup` argument)."""
+    c = canon.canonicalize(value)
+    if c.kind != "text":
+        return [value]
+    return [p for p in c.probes if len(p) >= MIN_DESTINATION_CHARS]
+
+
+# ---- the index -------------------------------------------------------------------------------------
+
+
+class EvictedFilter:
+    """A Bloom filter over 64-bit hashes of evicted keys: fixed memory, no false negatives."""
+
+    def __init__(self, bits: int, hashes: int = EVICTED_FILTER_HASHES) -> None:
+        if bits < 64 or bits & (bits - 1):
+            raise ValueError("filter size must be a power of two of at least 64 bits")
+        self.bits = bits
+        self.hashes = hashes
+        self.count = 0
+        self.array = bytearray(bits // 8)
+
+    def _hashes(self, key: str) -> tuple[int, int]:
+        digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+
+    def add(self, key: str) -> None:
+        h1, h2 = self._hashes(key)
+        arr, mask = self.array, self.bits - 1
+        for i in range(self.hashes):
+            pos = (h1 + i * h2) & mask
+            arr[pos >> 3] |= 1 << (pos & 7)
+        self.count += 1
+
+    def __contains__(self, key: str) -> bool:
+        h1, h2 = self._hashes(key)
+        arr, mask = self.array, self.bits - 1
+        for i in range(self.hashes):
+            pos = (h1 + i * h2) & mask
+            if not arr[pos >> 3] & (1 << (pos & 7)):
+                return False  # most misses stop at the first or second bit
+        return True
+
+    def export(self) -> bytes:
+        header = self.bits.to_bytes(8, "big") + self.hashes.to_bytes(1, "big") + self.count.to_bytes(8, "big")
+        return header + bytes(self.array)
+
+    @classmethod
+    def restore(cls, data: bytes) -> EvictedFilter:
+        bits, hashes, count = int.from_bytes(data[:8], "big"), data[8], int.from_bytes(data[9:17], "big")
+        if len(data) != 17 + bits // 8:
+            raise ValueError("evicted filter state has the wrong length")
+        f = cls(bits, hashes)
+        f.array[:] = data[17:]
+        f.count = count
+        return f
 
 
 class TaintIndex:
-    def __init__(self) -> None:
-        self._first: dict[str, Provenance] = {}
+    def __init__(self, max_keys: int = MAX_KEYS, evicted_filter_bits: int = EVICTED_FILTER_BITS) -> None:
+        if max_keys < 1:
+            raise ValueError("max_keys must be positive")
+        self.max_keys = max_keys
+        self._filter_bits = evicted_filter_bits
+        self._live: dict[str, Provenance] = {}
+        self._evicted: EvictedFilter | None = None
+        self._interned: dict[Provenance, Provenance] = {}
 
     def __len__(self) -> int:
-        return len(self._first)
+        return len(self._live)
+
+    @property
+    def evicted(self) -> int:
+        """How many keys were evicted to the filter (their provenance is gone)."""
+        return self._evicted.count if self._evicted is not None else 0
+
+    def _intern(self, prov: Provenance) -> Provenance:
+        got = self._interned.get(prov)
+        if got is None:
+            if len(self._interned) >= MAX_INTERNED:
+                self._interned.clear()
+            got = self._interned[prov] = prov
+        return got
 
     def add(self, records: Iterable[TokenRecord]) -> int:
+        """Record keys (from `extract`, or replayed from the journal); returns how many were new."""
+        live = self._live
+        limit = self.max_keys
         added = 0
+        last_in: Provenance | None = None
+        last_out: Provenance | None = None
         for rec in records:
-            if rec.token not in self._first:
-                self._first[rec.token] = rec.provenance
+            key = rec.token
+            if len(key) < MIN_DESTINATION_CHARS:
+                continue
+            if rec.provenance is not last_in:
+                last_in = rec.provenance
+                last_out = self._intern(last_in)
+            assert last_out is not None
+            old = live.get(key)
+            if old is None:
+                live[key] = last_out
                 added += 1
+                if len(live) > limit:
+                    self._evict()
+            elif old.identity and not last_out.identity:
+                live[key] = last_out  # a free-text sighting outranks an identity one; order unchanged
         return added
 
+    def _evict(self) -> None:
+        if self._evicted is None:
+            self._evicted = EvictedFilter(self._filter_bits)
+        batch = list(islice(self._live, max(1, self.max_keys // EVICT_BATCH_DIVISOR)))
+        for key in batch:
+            del self._live[key]
+            self._evicted.add(key)
+
     def items(self) -> Iterator[tuple[str, Provenance]]:
-        return iter(self._first.items())
+        return iter(self._live.items())
+
+    def export_evicted(self) -> bytes | None:
+        """The evicted-key filter, for a snapshot (None when nothing was evicted)."""
+        return self._evicted.export() if self._evicted is not None else None
+
+    def import_evicted(self, data: bytes) -> None:
+        self._evicted = EvictedFilter.restore(data)
+
+    def _probe(self, probes: Iterable[str]) -> Hit | None:
+        live = self._live
+        identity_hit: Hit | None = None
+        usable = [k for k in probes if len(k) >= MIN_DESTINATION_CHARS]
+        for key in usable:
+            prov = live.get(key)
+            if prov is not None:
+                if not prov.identity:
+                    return Hit("tainted", prov, False, key)
+                if identity_hit is None:
+                    identity_hit = Hit("tainted", prov, True, key)
+        if identity_hit is not None:
+            return identity_hit
+        if self._evicted is not None:
+            for key in usable:
+                if key in self._evicted:
+                    return Hit("evicted", None, False, key)
+        return None
 
     def lookup(self, destination: str) -> Hit | None:
-        prov = self._first.get(destination.strip().casefold())
-        if prov is None:
-            return None
-        return Hit(state="tainted", provenance=prov, identity_only=prov.identity)
+        """Whether one destination value appeared in untrusted output (see `canon.canonicalize`)."""
+        return self._probe(canon.canonicalize(destination).probes)
+
+    def seen_exactly(self, destination: str) -> bool:
+        """The destination as a whole (a URL with its path, query and fragment) is a live key."""
+        c = canon.canonicalize(destination)
+        return c.kind != "text" and len(c.key) >= MIN_DESTINATION_CHARS and c.key in self._live
+
+    def host_hit(self, destination: str) -> Hit | None:
+        """Whether the host of a URL destination appeared (any destination that is not a URL or a
+        host is looked up whole)."""
+        c = canon.canonicalize(destination)
+        return self._probe(c.hosts or c.probes)

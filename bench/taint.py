@@ -1,0 +1,215 @@
+"""Taint index benchmark: indexing throughput, lookup latency and memory as recorded output grows.
+
+Run:  .venv/bin/python bench/taint.py [--sizes 1,10,100] [--lookups 20000] [--seed 1]
+
+The data is generated deterministically (a seeded PRNG): mail-like tool results, half as JSON (text
+content plus structuredContent, as real servers send both), half as plain text with a header block;
+prose with addresses and URLs in it, phone numbers, and some base64 attachments. Output is recorded
+into one TaintIndex in steps (1 MB, then up to 10 MB, then up to 100 MB) and after each step the
+lookups are timed one by one (wall clock), half of destinations seen earlier, half never seen; the
+baseline column is the same lookups on an empty index, measured in the same run. Indexing MB/s is
+counted in CPU time of this process (extract + add). Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gc
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bouncerd.core import taint
+
+WORDS = [
+    "the", "of", "and", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on", "are", "as",
+    "with", "his", "they", "at", "be", "this", "have", "from", "or", "one", "had", "by", "word", "but",
+    "not", "what", "all", "were", "we", "when", "your", "can", "said", "there", "use", "an", "each",
+    "which", "she", "do", "how", "their", "if", "will", "up", "other", "about", "out", "many", "then",
+    "them", "these", "so", "some", "her", "would", "make", "like", "him", "into", "time", "has", "look",
+    "two", "more", "write", "go", "see", "number", "no", "way", "could", "people", "my", "than",
+    "first", "water", "been", "call", "who", "its", "now", "find", "long", "down", "day", "did", "get",
+    "come", "made", "may", "part", "invoice", "meeting", "quarterly", "report", "attached", "please",
+    "review", "budget", "project", "deadline", "thanks", "regards", "customer", "account", "update",
+    "schedule", "contract", "draft", "agenda", "minutes", "proposal",
+]  # fmt: skip
+NAMES = [
+    "ann", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "niaj",
+    "olivia", "peggy", "rupert", "sybil", "trent",
+]  # fmt: skip
+TLDS = ["com", "org", "net", "io", "co.uk", "de"]
+
+
+class Corpus:
+    def __init__(self, seed: int) -> None:
+        self.rnd = random.Random(seed)
+        self.n = 0
+
+    def address(self) -> str:
+        r = self.rnd
+        local = f"{r.choice(NAMES)}.{r.choice(NAMES)}{r.randrange(50_000)}"
+        return f"{local}@{r.choice(NAMES)}{r.randrange(20_000)}.{r.choice(TLDS)}"
+
+    def url(self) -> str:
+        r = self.rnd
+        prefix = r.choice(["www.", "", "docs.", "app."])
+        host = f"{prefix}{r.choice(WORDS)}{r.randrange(30_000)}.{r.choice(TLDS)}"
+        return f"https://{host}/{r.choice(WORDS)}/{r.randrange(10**6)}?ref={r.choice(WORDS)}"
+
+    def prose(self, words: int) -> str:
+        r = self.rnd
+        out = []
+        for i in range(words):
+            w = r.choice(WORDS)
+            out.append(w + ("." if i % 14 == 13 else ","[: r.random() < 0.05]))
+        return " ".join(out)
+
+    def body(self) -> str:
+        r = self.rnd
+        parts = [self.prose(r.randrange(60, 260))]
+        for _ in range(r.randrange(0, 3)):
+            parts.append(f"Contact {self.address()} or see {self.url()} for details.")
+        if r.random() < 0.2:
+            parts.append(f"Call +44 20 {r.randrange(1000, 9999)} {r.randrange(1000, 9999)} any time.")
+        parts.append(self.prose(r.randrange(20, 120)))
+        if r.random() < 0.1:
+            blob = base64.b64encode(self.prose(r.randrange(100, 300)).encode()).decode()
+            parts.append("\n".join(blob[i : i + 76] for i in range(0, len(blob), 76)))
+        return "\n\n".join(parts)
+
+    def message(self) -> dict[str, Any]:
+        r = self.rnd
+        self.n += 1
+        msgs = [
+            {
+                "id": f"m{self.n}-{i}",
+                "from": self.address(),
+                "to": [self.address() for _ in range(r.randrange(1, 3))],
+                "subject": self.prose(6),
+                "date": "2026-05-09T10:00:00Z",
+                "body": self.body(),
+            }
+            for i in range(r.randrange(1, 4))
+        ]
+        if r.random() < 0.5:
+            text = json.dumps({"messages": msgs})
+            result: dict[str, Any] = {
+                "content": [{"type": "text", "text": text}],
+                "structuredContent": {"messages": msgs},
+            }
+        else:
+            text = "\n\n".join(
+                f"From: {m['from']}\nTo: {', '.join(m['to'])}\nSubject: {m['subject']}\n\n{m['body']}"
+                for m in msgs
+            )
+            result = {"content": [{"type": "text", "text": text}]}
+        return {"jsonrpc": "2.0", "id": self.n, "result": result}
+
+
+def rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def time_lookups(index: taint.TaintIndex, dests: list[str]) -> tuple[float, float]:
+    samples = []
+    lookup = index.lookup
+    for d in dests:
+        t0 = time.perf_counter_ns()
+        lookup(d)
+        samples.append(time.perf_counter_ns() - t0)
+    samples.sort()
+    return statistics.median(samples) / 1000, samples[int(len(samples) * 0.99)] / 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1,10,100", help="MB of recorded output at which to measure")
+    ap.add_argument("--lookups", type=int, default=20_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--max-keys", type=int, default=taint.MAX_KEYS, help="index bound (smaller: see eviction)"
+    )
+    args = ap.parse_args()
+    sizes = [float(s) for s in args.sizes.split(",")]
+
+    corpus = Corpus(args.seed)
+    index = taint.TaintIndex(max_keys=args.max_keys)
+    # warm caches that are built once per process (the Unicode mark table, regex compilation)
+    taint.extract(
+        {"content": [{"type": "text", "text": "wärm up a@b.cd https://x.yz/"}]},
+        taint.Source("s", "t", 0, 0.0),
+    )
+    unseen = Corpus(args.seed + 1000)
+    misses = [unseen.address() if i % 2 else unseen.url() for i in range(args.lookups // 2)]
+    time_lookups(taint.TaintIndex(), misses[:1000])  # warm up
+    seen_pool: list[str] = []
+
+    gc.collect()
+    rss0 = rss_mb()
+    empty = taint.TaintIndex()
+    print(
+        f"{'recorded MB':>11} {'keys':>9} {'index MB/s':>10} {'lookup p50/p99 µs':>17} "
+        f"{'empty index p50/p99':>19} {'RSS MB':>7} {'RSS per MB':>10}"
+    )
+    recorded = 0
+    spent = 0.0
+    for target in sizes:
+        goal = target * 1_000_000
+        step_bytes = 0
+        step_time = 0.0
+        while recorded < goal:
+            msg = corpus.message()
+            size = len(json.dumps(msg))
+            src = taint.Source("mail", "read_email", msg["id"], float(msg["id"]))
+            t0 = time.process_time()  # CPU time of this process: steadier than wall time on a busy host
+            index.add(taint.extract(msg, src))
+            step_time += time.process_time() - t0
+            step_bytes += size
+            recorded += size
+            if len(seen_pool) < 200_000 and corpus.rnd.random() < 0.5:
+                m = msg["result"]
+                text = m["content"][0]["text"]
+                at = text.find("@")
+                if at > 0:
+                    start = max(text.rfind(" ", 0, at), text.rfind('"', 0, at), text.rfind("\n", 0, at)) + 1
+                    end = min(x for x in (text.find(c, at) for c in ' ",\n') if x > 0)
+                    seen_pool.append(text[start:end].rstrip("."))
+        spent += step_time
+        rnd = random.Random(int(target))
+        hits = [rnd.choice(seen_pool) for _ in range(args.lookups // 2)]
+        dests = hits + misses
+        rnd.shuffle(dests)
+        gc.collect()
+        p50, p99 = time_lookups(index, dests)
+        e50, e99 = time_lookups(empty, dests)  # the baseline: the same destinations, nothing recorded
+        rss = rss_mb()
+        per_mb = (rss - rss0) / (recorded / 1e6)
+        print(
+            f"{recorded / 1e6:>11.1f} {len(index):>9} {step_bytes / 1e6 / step_time:>10.1f} "
+            f"{p50:>8.1f}/{p99:<8.1f} {e50:>10.1f}/{e99:<8.1f} {rss:>7.1f} {per_mb:>10.2f}"
+        )
+    probe = seen_pool[:2000]
+    found = sum(index.lookup(d) is not None for d in probe) / max(1, len(probe))
+    print(
+        f"\noverall indexing: {recorded / 1e6 / spent:.1f} MB/s over {recorded / 1e6:.0f} MB; "
+        f"'seen' destinations found (tainted or evicted): {found:.0%}; keys evicted: {index.evicted}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,377 @@
+"""Decoding and folding of untrusted text: every reading of a string that a capable reader could make.
+
+Theory of operation
+-------------------
+An attacker who plants an address in tool output wants the agent to send to it while Bouncer fails
+to recognise it. So every untrusted string is read the way the model could read it (`views`), and
+`tokens` searches every reading for destinations:
+
+1. *Decoding.* The string as written, then what its encodings decode to: percent-encoding (also
+   `%uXXXX`), HTML entities, JSON/JS string escapes (`\\u0040`, `\\x40`, `\\u{40}`) and MIME
+   encoded-words (`=?utf-8?b?…?=`, `?q?`) in one chained pass (they are unambiguous); quoted-printable
+   in a pass of its own (it garbles text that only looks like it); and base64 (or base64url) runs of at
+   least `MIN_BASE64_RUN` characters, line-wrapped runs joined, that decode to UTF-8 text. A decoded
+   reading is decoded again, up to `MAX_DECODE_ROUNDS`, within a size budget (`MAX_EXPANSION`), so
+   base64 of percent-encoded text is read too. Each decoder runs only on strings holding its trigger
+   (`%`, `&`, `\\`, `=?`, `=XX`, a long base64-alphabet run), found with C-speed scans.
+2. *Folding* (`fold`), identical for output and destinations: invisible characters removed (every
+   format control — zero-width, bidi, soft hyphen, tags — combining marks, Hangul fillers, ASCII control
+   characters), NFKD (full-width and mathematical letters become ASCII), Latin look-alikes mapped to
+   Latin (`CONFUSABLES`), NFC, case folded, punycode labels (`xn--`) decoded to Unicode and folded again
+   (so punycode and Unicode spellings of a host fold to one key, whichever side used which).
+3. *Assembled spellings* (`attacker[@]evil[.]com`, `evil dot com`, `(at)`, `{dot}`, `hxxp://`,
+   `[:]//`) are rewritten in windows around their markers, and the windows are read as one more view.
+   `attacker at evil.com` (a spelled-out "at" before an ordinary host) is recognised by the tokenizer.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import codecs
+import html
+import re
+import unicodedata
+from collections.abc import Iterator
+from functools import cache
+from urllib.parse import unquote
+
+MAX_DECODE_ROUNDS = 3  # base64 of percent-encoded text of HTML entities; deeper nesting is not read
+MAX_EXPANSION = 4  # decoded readings of one string total at most 4x its size (+ slack): no decode bombs
+EXPANSION_SLACK = 4096
+MIN_BASE64_RUN = 16  # 12 decoded bytes: the shortest run that can hold an address worth hiding
+# Decoded bytes must read as UTF-8 text: at least 80% of characters printable (random binary reaches
+# about 40%; a word glued to the front of a run costs a few garbage characters).
+BASE64_MIN_PRINTABLE = 0.8
+ASSEMBLED_WINDOW_BEFORE = 96  # an e-mail local part is at most 64 characters
+ASSEMBLED_WINDOW_AFTER = 192  # "evil dot example dot co dot uk" with spaces around every marker
+
+# Look-alikes that NFKD does not fold, mapped to the Latin letter they imitate. Scope: the Cyrillic,
+# Greek, Armenian and Cherokee capitals and small letters that pass for Latin ones, Latin small
+# capitals and dotless/script letters, and the dot/slash/colon/hyphen look-alikes used inside hosts.
+# Full-width and mathematical alphanumerics are not listed: NFKD already folds them. Not covered: the
+# rest of Unicode's confusables.txt, multi-character skeletons ("rn" for "m"), and digit/letter pairs
+# (0/o, 1/l), which would merge distinct legitimate addresses.
+CONFUSABLES: dict[int, str] = {
+    ord(k): v
+    for k, v in {
+        # Cyrillic
+        "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j",
+        "ѕ": "s", "һ": "h", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ү": "y", "ԍ": "g",
+        "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C",
+        "Т": "T", "Х": "X", "У": "Y", "Ѕ": "S", "І": "I", "Ј": "J", "Ԛ": "Q", "Ԝ": "W", "Ү": "Y",
+        "Ӏ": "l", "Ԁ": "d",
+        # Greek
+        "α": "a", "ο": "o", "ν": "v", "ρ": "p", "ι": "i", "κ": "k", "υ": "u", "χ": "x", "γ": "y",
+        "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
+        "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+        # Armenian
+        "օ": "o", "ս": "u", "հ": "h", "ո": "n", "ց": "g", "Օ": "O", "Ս": "U",
+        # Cherokee (case folding maps its small letters to these capitals)
+        "Ꭺ": "A", "Ᏼ": "B", "Ꮯ": "C", "Ꭼ": "E", "Ꮋ": "H", "Ꭻ": "J", "Ꮶ": "K", "Ꮇ": "M", "Ꮲ": "P",
+        "Ꮪ": "S", "Ꭲ": "T", "Ꮃ": "W", "Ꮓ": "Z", "Ꮩ": "V", "Ꮮ": "L", "Ꮢ": "R", "Ꭰ": "D", "Ꮐ": "G",
+        # Latin small capitals, dotless and script letters
+        "ı": "i", "ȷ": "j", "ɑ": "a", "ɡ": "g", "ɩ": "i", "ɪ": "i", "ʟ": "l", "ᴀ": "a", "ʙ": "b",
+        "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ɢ": "g", "ʜ": "h", "ᴊ": "j", "ᴋ": "k", "ᴍ": "m", "ɴ": "n",
+        "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v", "ᴡ": "w", "ʏ": "y",
+        "ᴢ": "z", "ɒ": "a", "ɛ": "e", "ʋ": "v",
+        # separators inside hosts and addresses
+        "。": ".", "．": ".", "｡": ".", "∙": ".", "·": ".", "∕": "/", "⁄": "/", "∶": ":", "ː": ":",
+        "꞉": ":", "‐": "-", "‑": "-", "‒": "-", "–": "-", "−": "-", "﹣": "-",
+    }.items()
+}  # fmt: skip
+
+# Invisible in every font: format controls (Cf: zero-width, bidi, soft hyphen, tags), combining marks
+# (Mn, Me: accents are stripped on both sides), fillers that render as nothing, ASCII control
+# characters other than whitespace. Removed before matching.
+_INVISIBLE_FIXED = "\u115f\u1160\u3164\uffa0\u2800"
+ASCII_CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f]+")
+
+
+@cache
+def _hidden() -> re.Pattern[str]:
+    """Every Cf, Mn and Me code point, the fillers and ASCII controls, built once from unicodedata."""
+    # Planes 0-1 and the tag/variation-selector block of plane 14 hold every Cf/Mn/Me code point;
+    # scanning only them keeps the one-time cost near 40 ms.
+    candidates = [*range(0x20000), *range(0xE0000, 0xE1000)]
+    kinds = ("Cf", "Mn", "Me")
+    hidden = [
+        cp for cp in candidates if unicodedata.category(chr(cp)) in kinds or chr(cp) in _INVISIBLE_FIXED
+    ]
+    hidden += [*range(0, 9), *range(14, 32), 127]
+    hidden.sort()
+    ranges: list[tuple[int, int]] = []
+    for cp in hidden:
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1] = (ranges[-1][0], cp)
+        else:
+            ranges.append((cp, cp))
+    body = "".join(re.escape(chr(a)) + ("" if a == b else "-" + re.escape(chr(b))) for a, b in ranges)
+    return re.compile(f"[{body}]+")
+
+
+def clean(text: str) -> str:
+    """Non-ASCII text with invisible characters removed and look-alikes mapped; case is kept.
+
+    ASCII text is returned as it is: its control characters are removed by `fold` and by the
+    tokenizer (which finds them in its byte mask for free).
+    """
+    if text.isascii():
+        return text
+    text = unicodedata.normalize("NFKD", text)
+    text = _hidden().sub("", text)
+    text = text.translate(CONFUSABLES)
+    return unicodedata.normalize("NFC", text)
+
+
+_XN_LABEL = re.compile(r"xn--[\w-]+")
+
+
+def _decode_label(m: re.Match[str]) -> str:
+    try:
+        return m.group(0)[4:].encode("ascii").decode("punycode")
+    except (UnicodeError, ValueError):
+        return m.group(0)
+
+
+def fold_clean(text: str) -> str:
+    """Fold text that `clean` already saw: case folded, punycode labels decoded."""
+    if text.isascii():
+        text = text.lower()
+        if "xn--" not in text:
+            return text
+    else:
+        text = text.casefold().translate(CONFUSABLES)
+    if "xn--" in text:
+        decoded = _XN_LABEL.sub(_decode_label, text)
+        if decoded != text:
+            text = clean(decoded).casefold().translate(CONFUSABLES)
+    return text
+
+
+def fold(text: str) -> str:
+    """The folded form of any text: what output and destinations are compared in."""
+    return ASCII_CONTROLS.sub("", fold_clean(clean(text)))
+
+
+# ---- decoders --------------------------------------------------------------------------------------
+
+_PCT = re.compile(r"%[0-9A-Fa-f]{2}|%u[0-9A-Fa-f]{4}")
+_PCT_U = re.compile(r"%u([0-9A-Fa-f]{4})")
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?")
+_JS_ESCAPE = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|u\{[0-9A-Fa-f]{1,6}\}|x[0-9A-Fa-f]{2}|/|@|\.)")
+_JS_UNITS = re.compile(r"(?:\\u[0-9A-Fa-f]{4})+")
+_JS_OTHER = re.compile(r"\\u\{([0-9A-Fa-f]{1,6})\}|\\x([0-9A-Fa-f]{2})|\\([/@.])")
+_MIME_WORD = re.compile(r"=\?([^?\s]{1,40})\?([bBqQ])\?([^?\s]*)\?=")
+_MIME_GAP = re.compile(r"(?<=\?=)\s+(?==\?)")
+# Quoted-printable writes upper-case hex (RFC 2045); requiring it keeps URL queries such as "?ref=de"
+# from being decoded as QP everywhere (decoding "=de" yields an invalid byte, then U+FFFD).
+_QP = re.compile(r"=[0-9A-F]{2}")
+# A soft line break counts only between word characters: base64 padding at a line end is not QP.
+_QP_SOFT = re.compile(r"=\r?\n(?=\w)")
+_B64_RUN_START = b"b" * MIN_BASE64_RUN
+_B64_RUN_REST = re.compile(rb"b*=?=?(?:\r?\nb+=?=?)*")
+_B64_MASK = bytes(
+    ord("b") if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/-_") else c if c in b"=\r\n" else 32
+    for c in range(256)
+)
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+
+
+def _js_unescape(text: str) -> str:
+    def units(m: re.Match[str]) -> str:
+        run = m.group(0)
+        raw = b"".join(int(run[i + 2 : i + 6], 16).to_bytes(2, "big") for i in range(0, len(run), 6))
+        return raw.decode("utf-16-be", "replace")  # joins surrogate pairs, replaces lone halves
+
+    def other(m: re.Match[str]) -> str:
+        if m.group(1):
+            cp = int(m.group(1), 16)
+            return chr(cp) if cp < 0x110000 else "\ufffd"
+        if m.group(2):
+            return chr(int(m.group(2), 16))
+        return m.group(3)
+
+    return _JS_OTHER.sub(other, _JS_UNITS.sub(units, text))
+
+
+def _mime_word(m: re.Match[str]) -> str:
+    charset, enc, payload = m.group(1).split("*", 1)[0], m.group(2).lower(), m.group(3)
+    try:
+        if enc == "b":
+            raw = base64.b64decode(payload + "=" * (-len(payload) % 4))
+        else:
+            raw = binascii.a2b_qp(payload.replace("_", " ").encode("ascii", "replace"))
+    except (ValueError, binascii.Error):
+        return m.group(0)
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        charset = "utf-8"
+    return raw.decode(charset, "replace")
+
+
+def decode_inline(text: str) -> str:
+    """Percent-encoding, HTML entities, JSON/JS escapes and MIME encoded-words, where present."""
+    if "%" in text and _PCT.search(text):
+        if "%u" in text:
+            text = _PCT_U.sub(lambda m: chr(int(m.group(1), 16)), text)
+        text = unquote(text, errors="replace")
+    if "&" in text and _ENTITY.search(text):
+        text = html.unescape(text)
+    if "\\" in text and _JS_ESCAPE.search(text):
+        text = _js_unescape(text)
+    if "=" in text and "=?" in text and _MIME_WORD.search(text):
+        text = _MIME_WORD.sub(_mime_word, _MIME_GAP.sub("", text))
+    return text
+
+
+_QP_RUN = re.compile(r"(?:=[0-9A-F]{2})+|=\r?\n")
+
+
+def _qp_run(m: re.Match[str]) -> str:
+    run = m.group(0)
+    if run[1] in "\r\n":
+        return ""  # soft line break
+    return bytes.fromhex(run.replace("=", "")).decode("utf-8", "replace")
+
+
+def decode_qp(text: str) -> str:
+    """Quoted-printable `=XX` runs (as UTF-8) and soft line breaks; nothing else is touched."""
+    if "=" not in text:
+        return text
+    if not _QP.search(text) and not any(
+        m.start() and text[m.start() - 1].isalnum() for m in _QP_SOFT.finditer(text)
+    ):
+        return text
+    return _QP_RUN.sub(_qp_run, text)
+
+
+def _as_text(raw: bytes) -> str | None:
+    """`raw` as text if it is mostly printable UTF-8 (so binary blobs are not indexed)."""
+    text = raw.decode("utf-8", "replace")
+    if not text:
+        return None
+    bad = len(_CONTROL_CHARS.findall(text))
+    return text if bad <= len(text) * (1 - BASE64_MIN_PRINTABLE) else None
+
+
+def decode_base64_text(blob: str) -> str | None:
+    """One base64 (or base64url) blob decoded, if it decodes to text."""
+    body = "".join(blob.split()).rstrip("=")
+    altchars = b"-_" if ("-" in body or "_" in body) else b"+/"
+    for skip in range(4):  # a run glued to a preceding word starts off the 4-character grid
+        part = body[skip:]
+        if len(part) % 4 == 1:
+            part = part[:-1]
+        try:
+            raw = base64.b64decode(part + "=" * (-len(part) % 4), altchars=altchars)
+        except (binascii.Error, ValueError):
+            continue
+        text = _as_text(raw)
+        if text is not None:
+            return text
+    return None
+
+
+def base64_runs(text: str) -> list[str]:
+    """Every run of the base64 alphabet long enough to hide a destination (line-wrapped runs joined)."""
+    if len(text) < MIN_BASE64_RUN:
+        return []
+    mask = text.encode("ascii", "replace").translate(_B64_MASK)
+    runs: list[str] = []
+    start = mask.find(_B64_RUN_START)
+    while start >= 0:
+        m = _B64_RUN_REST.match(mask, start + MIN_BASE64_RUN)
+        end = m.end() if m is not None else start + MIN_BASE64_RUN
+        runs.append(text[start:end])
+        start = mask.find(_B64_RUN_START, end)
+    return runs
+
+
+def decoded(text: str) -> Iterator[str]:
+    """The decoded readings of one cleaned string (one level: `views` iterates)."""
+    inline = decode_inline(text)
+    if inline != text:
+        yield inline
+    qp = decode_qp(text)
+    if qp != text:
+        yield qp
+    parts = [d for d in map(decode_base64_text, base64_runs(text)) if d is not None]
+    if parts:
+        yield "\n".join(parts)
+
+
+# ---- assembled spellings ---------------------------------------------------------------------------
+
+# (cheap gate, marker): the marker regex runs only when its gate substring is present (single-character
+# gates are a memchr; multi-character ones cost about 1 ms per MB each, so there are few of them).
+_MARKERS = [
+    (" dot ", re.compile(r" dot +(?=\w)")),  # these two count only after a word character
+    (" @ ", re.compile(r" @ +(?=\w)")),
+    ("[", re.compile(r"\[ *(?:at|@|dot|\.|:|://|/) *\]")),
+    ("(", re.compile(r"\( *(?:at|@|dot|\.) *\)")),
+    ("{", re.compile(r"\{ *(?:at|@|dot|\.) *\}")),
+    ("<", re.compile(r"< *(?:at|dot) *>")),
+    ("hxxp", re.compile(r"hxxps?\b")),
+    ("*", re.compile(r"h\*\*ps?\b")),
+]
+_AS_AT = re.compile(r" *(?:[\[({<] *(?:at|@) *[\])}>]|(?<=\w) +(?:at|@) +(?=\w)) *")
+_AS_DOT = re.compile(r" *(?:[\[({<] *(?:dot|\.) *[\])}>]|(?<=\w) +(?:dot|\.) +(?=\w)) *")
+_AS_COLON = re.compile(r"\[ *(:|://|/) *\]")
+_AS_HXXP = re.compile(r"\bh(?:xx|\*\*)p(s?)\b")
+
+
+def assembled(folded: str) -> str | None:
+    """Windows around "dot"/"[.]"/"(at)"/"hxxp" markers, rewritten to plain `@`, `.` and `http`."""
+    spans: list[tuple[int, int]] = []
+    for gate, marker in _MARKERS:
+        if (gate != " @ " or "@" in folded) and gate in folded:
+            for m in marker.finditer(folded):
+                p = m.start()
+                if gate[0] == " " and (p == 0 or not folded[p - 1].isalnum()):
+                    continue
+                spans.append((max(0, p - ASSEMBLED_WINDOW_BEFORE), m.end() + ASSEMBLED_WINDOW_AFTER))
+    if not spans:
+        return None
+    spans.sort()
+    merged = [spans[0]]
+    for a, b in spans[1:]:
+        if a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    out = []
+    for a, b in merged:
+        window = _AS_HXXP.sub(r"http\1", _AS_COLON.sub(r"\1", folded[a:b]))
+        out.append(_AS_DOT.sub(".", _AS_AT.sub("@", window)))
+    return "\n".join(out)
+
+
+# ---- views -----------------------------------------------------------------------------------------
+
+
+def views(text: str) -> Iterator[str]:
+    """Every folded reading of one untrusted string: as written, decoded, and assembled."""
+    budget = len(text) * MAX_EXPANSION + EXPANSION_SLACK
+    frontier = [text]
+    seen = {text}
+    for round_ in range(MAX_DECODE_ROUNDS + 1):
+        following: list[str] = []
+        for raw in frontier:
+            cleaned = clean(raw)
+            folded = fold_clean(cleaned)
+            yield folded
+            rewritten = assembled(folded)
+            if rewritten is not None:
+                yield rewritten
+            if round_ == MAX_DECODE_ROUNDS:
+                continue
+            for d in decoded(cleaned):
+                if d not in seen and len(d) <= budget:
+                    budget -= len(d)
+                    seen.add(d)
+                    following.append(d)
+        if not following:
+            return
+        frontier = following
