@@ -2,13 +2,16 @@
 
 Theory of operation
 -------------------
-Everything that must survive a crash (pins, taint, budget counts, approvals) changes only through
-*events*: plain dicts that msgpack and JSON can carry. A method that changes state returns the
-events it produced *after* applying them; the daemon appends them to its journal before it answers
-the shim. On start the daemon replays the journal through `apply`, and ends up in the same state.
-`snapshot` returns a minimal event list that rebuilds the current state (journal compaction).
+Everything that must survive a crash (pins, taint, budget counts, approvals, vouched destinations)
+changes only through *events*: plain dicts that msgpack and JSON can carry. A method that changes
+state returns the events it produced *after* applying them; the daemon appends them to its journal
+before it answers the shim. On start the daemon replays the journal through `apply`, and ends up in
+the same state. `snapshot` returns a minimal event list that rebuilds the current state (compaction).
 
-The engine never reads a clock, the environment or a file: `now` is passed in, policy is a value.
+The decision for one tools/call (DESIGN §3) runs in a fixed order and names the rule that fired:
+pin → budget → argument constraints → sink gate → allow. The engine never reads a clock, the
+environment or a file: `now` is passed in, policy is a value, and the one piece of I/O the path check
+needs (resolving symlinks) is a function the daemon injects.
 """
 
 from __future__ import annotations
@@ -16,20 +19,30 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bouncerd.core import taint
-from bouncerd.core.model import Provenance, ServerIdentity, ToolCall, Verdict
+from bouncerd.core import approvals as ap
+from bouncerd.core import canon, constraints, fallback, sinkgate, taint
+from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
+from bouncerd.core.policy import Policy, merge
+from bouncerd.core.rules import ToolRule
 
 Event = dict[str, Any]
+Resolve = Callable[[str], str]
 
 # Trust on first use: a server's first tool list is pinned as it is. Some servers register more tools
 # right after `notifications/initialized` (and send list_changed), so the pin set of a server seen for
 # the first time stays open for this long, or until its first tools/call, whichever comes first. A tool
 # whose description or schema *changed* is never pinned automatically.
 FIRST_USE_WINDOW_SECONDS = 30.0
+
+USER_SCOPE = "*user*"
+
+# Taint records per snapshot event: at ~100 bytes a record this keeps an event near 10 MB, far below
+# the journal frame limit (wire.MAX_FRAME_BYTES) even for an index at its full size.
+SNAPSHOT_TAINT_CHUNK = 100_000  # the taint scope key when taint_scope is `user`
 
 
 def tool_digest(tool: Mapping[str, Any]) -> str:
@@ -39,8 +52,12 @@ def tool_digest(tool: Mapping[str, Any]) -> str:
         "description": tool.get("description"),
         "inputSchema": tool.get("inputSchema"),
     }
-    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canon.encode()).hexdigest()
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _lexical_only(path: str) -> str:
+    return path
 
 
 @dataclass
@@ -60,8 +77,8 @@ class ServerPins:
 
 @dataclass
 class SessionState:
-    taint: taint.TaintIndex = field(default_factory=taint.TaintIndex)
     attempts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (server, tool) -> calls tried
+    vouched: set[str] = field(default_factory=set)  # narrow keys of destinations the user typed
 
 
 @dataclass(frozen=True)
@@ -72,9 +89,20 @@ class PinReport:
 
 
 class Engine:
-    def __init__(self) -> None:
+    def __init__(self, policy: Policy | None = None, resolve: Resolve = _lexical_only) -> None:
+        self.policy = policy if policy is not None else merge([])
+        self.resolve = resolve
         self.servers: dict[str, ServerPins] = {}
         self.sessions: dict[str, SessionState] = {}
+        self.taint: dict[str, taint.TaintIndex] = {}  # scope key -> index
+        self.approvals = ap.Approvals()
+        self.blind: set[str] = set()  # taint scopes where an output could not be indexed
+        self._identities: dict[str, ServerIdentity] = {}  # server name -> latest identity seen
+        self._rules: dict[tuple[int, str, str, str], ToolRule] = {}
+
+    def set_policy(self, policy: Policy) -> None:
+        self.policy = policy
+        self._rules.clear()
 
     # ---- events -------------------------------------------------------------------------------
 
@@ -83,21 +111,28 @@ class Engine:
         if kind == "pin":
             sp = self.servers.setdefault(ev["server"], ServerPins())
             sp.pins[ev["tool"]] = Pin(ev["digest"], ev.get("description"), ev.get("schema"))
+        elif kind == "unpin":
+            self.servers.setdefault(ev["server"], ServerPins()).pins.pop(ev["tool"], None)
         elif kind == "pin_window":
             self.servers.setdefault(ev["server"], ServerPins()).open_until = ev["until"]
         elif kind == "taint":
-            state = self.session(ev["session"])
-            state.taint.add(taint.TokenRecord(tok, Provenance(**prov)) for tok, prov in ev["records"])
+            self.index(ev["scope"]).add(taint.decode_records(ev["data"]))
+        elif kind == "taint_evicted":
+            self.index(ev["scope"]).import_evicted(ev["filter"])
         elif kind == "attempt":
             self.session(ev["session"]).attempts[(ev["server"], ev["tool"])] += ev.get("n", 1)
+        elif kind == "blind":
+            self.blind.add(ev["scope"])
+        elif kind == "vouch":
+            self.session(ev["session"]).vouched.update(ev["keys"])
         else:
-            raise ValueError(f"unknown event {kind!r}")
+            self.approvals.apply(ev)
 
     def _emit(self, events: list[Event], ev: Event) -> None:
         self.apply(ev)
         events.append(ev)
 
-    def snapshot(self) -> list[Event]:
+    def snapshot(self, now: float = 0.0) -> list[Event]:
         out: list[Event] = []
         for key, sp in self.servers.items():
             for name, pin in sp.pins.items():
@@ -113,12 +148,21 @@ class Engine:
                 )
             if sp.open_until is not None:
                 out.append({"ev": "pin_window", "server": key, "until": sp.open_until})
+        for scope, index in self.taint.items():
+            records = [taint.TokenRecord(tok, prov) for tok, prov in index.items()]
+            for i in range(0, len(records), SNAPSHOT_TAINT_CHUNK):
+                chunk = records[i : i + SNAPSHOT_TAINT_CHUNK]
+                out.append({"ev": "taint", "scope": scope, "data": taint.encode_records(chunk)})
+            evicted = index.export_evicted()
+            if evicted is not None:
+                out.append({"ev": "taint_evicted", "scope": scope, "filter": evicted})
         for sid, state in self.sessions.items():
-            records = [[tok, prov.as_dict()] for tok, prov in state.taint.items()]
-            if records:
-                out.append({"ev": "taint", "session": sid, "records": records})
             for (server, tool), n in state.attempts.items():
                 out.append({"ev": "attempt", "session": sid, "server": server, "tool": tool, "n": n})
+            if state.vouched:
+                out.append({"ev": "vouch", "session": sid, "keys": sorted(state.vouched)})
+        out.extend({"ev": "blind", "scope": scope} for scope in sorted(self.blind))
+        out.extend(self.approvals.snapshot(now))
         return out
 
     def session(self, key: str) -> SessionState:
@@ -126,6 +170,37 @@ class Engine:
         if state is None:
             state = self.sessions[key] = SessionState()
         return state
+
+    def index(self, scope: str) -> taint.TaintIndex:
+        idx = self.taint.get(scope)
+        if idx is None:
+            idx = self.taint[scope] = taint.TaintIndex()
+        return idx
+
+    def scope_key(self, session: str, server: str) -> str:
+        """Which taint index a session+server reads and writes (policy `taint_scope`)."""
+        scope = self.policy.settings.taint_scope
+        if scope == "user":
+            return USER_SCOPE
+        if scope == "server":
+            return f"{session}\x00{server}"
+        return session
+
+    # ---- rules --------------------------------------------------------------------------------
+
+    def rule_for(self, server: ServerIdentity, tool: str, policy: Policy | None = None) -> ToolRule:
+        pol = policy or self.policy
+        sp = self.servers.get(server.key)
+        listed = sp.live_tools.get(tool) if sp is not None else None
+        digest = sp.live.get(tool, "") if sp is not None else ""
+        key = (id(pol), server.key, tool, digest)
+        rule = self._rules.get(key)
+        if rule is None:
+            rule = pol.rule_for(server.name, server.upstream, listed if listed is not None else tool)
+            if len(self._rules) > 10_000:  # rules are cheap to recompute; the cache must not grow forever
+                self._rules.clear()
+            self._rules[key] = rule
+        return rule
 
     # ---- pins ---------------------------------------------------------------------------------
 
@@ -175,6 +250,31 @@ class Engine:
         sp.live_tools = live_tools
         return PinReport(tuple(pinned_now), tuple(unpinned), tuple(changed)), events
 
+    def accept_pins(self, server_key: str, tools: Iterable[str] | None = None) -> list[Event]:
+        """A person's `bouncerctl pins accept`: pin the live form of these tools (all unpinned/changed)."""
+        events: list[Event] = []
+        sp = self.servers.get(server_key)
+        if sp is None:
+            return events
+        for name, tool in sp.live_tools.items():
+            if tools is not None and name not in tools:
+                continue
+            digest = sp.live[name]
+            pin = sp.pins.get(name)
+            if pin is None or pin.digest != digest:
+                self._emit(
+                    events,
+                    {
+                        "ev": "pin",
+                        "server": server_key,
+                        "tool": name,
+                        "digest": digest,
+                        "description": tool.get("description"),
+                        "schema": tool.get("inputSchema"),
+                    },
+                )
+        return events
+
     def _check_pin(self, call: ToolCall) -> Verdict | None:
         sp = self.servers.get(call.server.key)
         name = call.tool
@@ -204,41 +304,69 @@ class Engine:
 
     # ---- outputs ------------------------------------------------------------------------------
 
-    def observe(self, session: str, payload: Any, source: taint.Source) -> list[Event]:
-        records = taint.extract(payload, source)
-        return self.record_taint(session, records)
+    def output_is_trusted(
+        self, server: ServerIdentity, tool: str | None, policy: Policy | None = None
+    ) -> bool:
+        """`untrusted_output: false`: the user vouches for this tool's output (their own address book)."""
+        return tool is not None and not self.rule_for(server, tool, policy).untrusted_output
 
-    def record_taint(self, session: str, records: list[taint.TokenRecord]) -> list[Event]:
+    def observe(self, session: str, payload: Any, source: taint.Source) -> list[Event]:
+        return self.record_taint(session, taint.extract(payload, source), source.server)
+
+    def record_taint(self, session: str, records: list[taint.TokenRecord], server: str = "") -> list[Event]:
+        """Apply the taint of one output (records all share one source). Outputs of a tool the user
+        vouched for (`untrusted_output: false`) add nothing."""
         if not records:
+            return []
+        prov = records[0].provenance
+        server = server or prov.server
+        identity = self._identities.get(server)
+        if identity is not None and self.output_is_trusted(identity, prov.tool):
             return []
         events: list[Event] = []
         self._emit(
             events,
-            {
-                "ev": "taint",
-                "session": session,
-                "records": [[r.token, r.provenance.as_dict()] for r in records],
-            },
+            {"ev": "taint", "scope": self.scope_key(session, server), "data": taint.encode_records(records)},
         )
+        return events
+
+    def record_blind(self, session: str, server: str) -> list[Event]:
+        """An output of this scope could not be indexed: from now on nothing in it counts as clean
+        (fetches that would be allowed are asked instead). Sends to unproven destinations ask anyway."""
+        events: list[Event] = []
+        scope = self.scope_key(session, server)
+        if scope not in self.blind:
+            self._emit(events, {"ev": "blind", "scope": scope})
+        return events
+
+    def vouch(self, session: str, text: str) -> list[Event]:
+        """Destinations in text the *user* typed (their prompt) are trusted for the session (DESIGN §5)."""
+        keys = {k for word in prompt_destinations(text) for k in canon.keys(word)}
+        events: list[Event] = []
+        if keys - self.session(session).vouched:
+            self._emit(events, {"ev": "vouch", "session": session, "keys": sorted(keys)})
         return events
 
     # ---- the decision -------------------------------------------------------------------------
 
-    def decide(self, call: ToolCall, now: float) -> Verdict:
+    def decide(self, call: ToolCall, now: float, policy: Policy | None = None) -> Verdict:
         events: list[Event] = []
         sp = self.servers.get(call.server.key)
         if sp is not None and sp.open_until is not None:
             # The first call closes the first-use window: from now on new tools need a person.
             self._emit(events, {"ev": "pin_window", "server": call.server.key, "until": None})
-            sp.open_until = None
         self._emit(
             events, {"ev": "attempt", "session": call.session, "server": call.server.name, "tool": call.tool}
         )
-        verdict = (
-            self._check_pin(call)
-            or self._check_taint(call)
-            or Verdict("allow", "default.allow", "no rule objected")
-        )
+        verdict = self._check_pin(call)
+        if verdict is None:
+            rule = self.rule_for(call.server, call.tool, policy)
+            verdict = (
+                self._check_budget(call, rule)
+                or self._check_constraints(call, rule)
+                or self._check_sinks(call, rule, events)
+                or Verdict("allow", "default.allow", "no rule objected")
+            )
         return Verdict(
             verdict.verdict,
             verdict.rule,
@@ -249,37 +377,110 @@ class Engine:
             tuple(events),
         )
 
-    def _check_taint(self, call: ToolCall) -> Verdict | None:
-        index = self.session(call.session).taint
-        for path, text in _argument_strings(call.arguments, ""):
-            for tok in taint.destination_tokens(text):
-                hit = index.lookup(tok)
-                if hit is None:
-                    continue
-                prov = hit.provenance
-                where = (
-                    f"in the output of {prov.server}/{prov.tool}" if prov else "in earlier untrusted output"
-                )
-                return Verdict(
-                    "deny",
-                    "taint.tainted_destination",
-                    f"destination {tok!r} in argument {path or '(root)'!r} first appeared {where}; "
-                    f"a send to it could carry your data to whoever planted it",
-                    destination=tok,
-                    parameter=path or None,
-                    provenance=prov,
-                )
+    def _check_budget(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
+        if rule.max_calls is None:
+            return None
+        if rule.max_calls == 0:
+            return Verdict(
+                "deny", "budget.forbidden", f"tool {call.tool!r} is forbidden by policy (max_calls: 0)"
+            )
+        tried = self.session(call.session).attempts[(call.server.name, call.tool)]
+        if tried > rule.max_calls:
+            return Verdict(
+                "deny",
+                "budget.exceeded",
+                f"tool {call.tool!r} may be called {rule.max_calls} time(s) per session; "
+                f"this is attempt {tried}",
+            )
         return None
 
+    def _check_constraints(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
+        v = constraints.check_paths(rule, call.arguments, self.resolve) or constraints.check_patterns(
+            rule, call.arguments
+        )
+        if v is None:
+            return None
+        return Verdict("deny", v.rule, v.reason, parameter=v.parameter)
 
-def _argument_strings(value: Any, path: str) -> Iterable[tuple[str, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            sub = f"{path}.{k}" if path else str(k)
-            yield sub, str(k)
-            yield from _argument_strings(v, sub)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _argument_strings(v, f"{path}[{i}]")
+    def _trust(self, call: ToolCall, rule: ToolRule) -> sinkgate.Trust:
+        why: dict[str, str] = {}
+        for d in self.session(call.session).vouched:
+            why[d] = "typed by you in this session"
+        for d in self.approvals.trusted_for(call.session, call.server.name, call.tool):
+            for k in canon.keys(d):
+                why[k] = "approved for this session"
+        for d in rule.trusted_destinations:
+            for k in canon.keys(d):
+                why[k] = "allowlisted"
+        domains = frozenset(canon.domain_key(d) for d in rule.trusted_domains)
+        return sinkgate.Trust(frozenset(why), domains, why)
+
+    def _check_sinks(self, call: ToolCall, rule: ToolRule, events: list[Event]) -> Verdict | None:
+        if not rule.exfiltrating:
+            return None
+        index = self.index(self.scope_key(call.session, call.server.name))
+        trust = self._trust(call, rule)
+        if rule.sink_kind == "fetch":
+            verdict = sinkgate.fetch_verdict(
+                call.arguments,
+                tool=call.tool,
+                sink_params=rule.sink_params,
+                trust=trust,
+                seen_exactly=index.seen_exactly,
+                host_hit=index.host_hit,
+            )
+            if verdict.verdict == "allow" and self.scope_key(call.session, call.server.name) in self.blind:
+                return Verdict(
+                    "ask",
+                    "fetch.blind",
+                    "an earlier output of this session could not be checked for planted destinations, "
+                    "so fetches need a person",
+                    destination=verdict.destination,
+                )
+            return verdict
+        verdict = sinkgate.send_verdict(
+            call.arguments,
+            tool=call.tool,
+            sink_params=rule.sink_params,
+            trust=trust,
+            lookup=index.lookup,
+            on_tainted=rule.on_tainted,
+            on_tainted_identity=self.policy.settings.on_tainted_identity,
+            looks_like_destination=fallback.looks_like_destination,
+        )
+        if verdict.verdict == "ask":
+            digest = ap.arguments_digest(call.arguments)
+            if self.approvals.has_once(call.session, call.server.name, call.tool, digest):
+                self._emit(
+                    events,
+                    {
+                        "ev": "grant_used",
+                        "session": call.session,
+                        "server": call.server.name,
+                        "tool": call.tool,
+                        "digest": digest,
+                    },
+                )
+                return Verdict(
+                    "allow",
+                    "approval.once",
+                    "a person approved this exact call",
+                    destination=verdict.destination,
+                    parameter=verdict.parameter,
+                )
+        return verdict
+
+
+_WORD_EDGES = "\"'`()[]{}<>,;!?*"
+MAX_PROMPT_CHARS = 100_000  # a prompt longer than this is a paste, not a person naming recipients
+
+
+def prompt_destinations(text: str) -> list[str]:
+    """The words of a prompt that are one destination each (address, URL, host, phone, IBAN, handle),
+    in the user's own spelling: trust is compared on narrow keys (see canon)."""
+    out: list[str] = []
+    for raw in text[:MAX_PROMPT_CHARS].split():
+        word = raw.strip(_WORD_EDGES).rstrip(".:")
+        if len(word) >= taint.MIN_DESTINATION_CHARS and canon.canonicalize(word).kind != "text":
+            out.append(word)
+    return out

@@ -1,0 +1,248 @@
+"""Approvals: how an `ask` becomes a person's yes or no, and how that yes is bound to one call.
+
+Theory of operation
+-------------------
+An ask reaches a person on one of three channels (DESIGN §3.5):
+
+- *elicitation* (2025-era clients that declared it): the shim asks the client; the answer comes back
+  to the daemon as `answer(...)`.
+- *input_required* (2026-07-28 clients): the shim answers the tools/call with an `input_required`
+  result whose `requestState` is minted here: an HMAC (daemon secret) over the session, server, tool,
+  argument digest, a nonce and an expiry. A retry is honoured only if its state authenticates, binds
+  the same call, has not expired, and its nonce was never used before (replay).
+- *one-time code* (clients that cannot ask): the call is denied with a code like `K7Q-F2M` (Crockford
+  base32, 30 bits), bound to session, server, tool, parameter, destination and the argument digest,
+  valid CODE_TTL_SECONDS, single use. `bouncerctl approve CODE` in the person's own terminal grants one
+  retry of *that* call (same arguments); wrong codes are rate limited.
+
+Grants have a scope: `once` (the next identical call, once), `session` (the destination is trusted for
+the rest of the session, for this server and tool) or `always` (the daemon adds it to the user policy's
+allowlist; here it also acts as a session grant). Every change is an event, like the rest of the engine,
+so pending codes and grants survive a daemon restart.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# A code must be typed by a person, so it is short; 30 bits with at most MAX_WRONG_CODES guesses per
+# window gives an attacker who can run bouncerctl (and so has a shell anyway) no useful odds.
+CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: no I, L, O, U
+CODE_CHARS = 6
+CODE_TTL_SECONDS = 300.0  # long enough to switch to a terminal, short enough to not linger
+MAX_PENDING = 256  # per daemon; the oldest pending code is dropped (its call stays denied)
+MAX_WRONG_CODES = 5  # per WRONG_CODE_WINDOW_SECONDS, then every approve attempt is refused
+WRONG_CODE_WINDOW_SECONDS = 60.0
+STATE_TTL_SECONDS = 600.0  # an input_required question left unanswered this long is void
+
+
+def arguments_digest(arguments: Mapping[str, Any]) -> str:
+    canon = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def make_code(random_bytes: bytes) -> str:
+    """A 6-character Crockford base32 code shown as XXX-XXX, from at least 4 random bytes."""
+    n = int.from_bytes(random_bytes[:4], "big") & ((1 << (5 * CODE_CHARS)) - 1)
+    chars = []
+    for _ in range(CODE_CHARS):
+        chars.append(CODE_ALPHABET[n & 31])
+        n >>= 5
+    s = "".join(reversed(chars))
+    return f"{s[:3]}-{s[3:]}"
+
+
+def normalise_code(text: str) -> str | None:
+    """What a person typed → the canonical code, forgiving case, spaces, dashes and O/I/L look-alikes."""
+    raw = text.strip().upper().replace("-", "").replace(" ", "")
+    raw = raw.replace("O", "0").replace("I", "1").replace("L", "1")
+    if len(raw) != CODE_CHARS or any(c not in CODE_ALPHABET for c in raw):
+        return None
+    return f"{raw[:3]}-{raw[3:]}"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What an approval is for. `digest` is of the whole arguments, so a code approves one message."""
+
+    session: str
+    server: str
+    tool: str
+    parameter: str | None
+    destination: str | None
+    digest: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "server": self.server,
+            "tool": self.tool,
+            "parameter": self.parameter,
+            "destination": self.destination,
+            "digest": self.digest,
+        }
+
+
+@dataclass(frozen=True)
+class Pending:
+    code: str
+    binding: Binding
+    created: float
+    expires: float
+    reason: str
+    summary: str  # short summary of the other arguments, for the person
+
+
+@dataclass
+class Approvals:
+    pending: dict[str, Pending] = field(default_factory=dict)
+    once: dict[tuple[str, str, str, str], int] = field(
+        default_factory=dict
+    )  # (session, server, tool, digest)
+    session_trust: dict[tuple[str, str, str], set[str]] = field(default_factory=dict)  # -> destinations
+    used_nonces: dict[str, float] = field(default_factory=dict)  # nonce -> expiry
+    wrong: list[float] = field(default_factory=list)
+
+    # ---- events ----------------------------------------------------------------------------------
+
+    def apply(self, ev: Mapping[str, Any]) -> None:
+        kind = ev["ev"]
+        if kind == "approval_pending":
+            b = Binding(**ev["binding"])
+            self.pending[ev["code"]] = Pending(
+                ev["code"], b, ev["created"], ev["expires"], ev["reason"], ev.get("summary", "")
+            )
+            while len(self.pending) > MAX_PENDING:
+                self.pending.pop(next(iter(self.pending)))
+        elif kind == "approval_closed":
+            self.pending.pop(ev["code"], None)
+        elif kind == "grant":
+            b = Binding(**ev["binding"])
+            if ev["scope"] == "once":
+                key = (b.session, b.server, b.tool, b.digest)
+                self.once[key] = self.once.get(key, 0) + 1
+            elif b.destination is not None:
+                self.session_trust.setdefault((b.session, b.server, b.tool), set()).add(b.destination)
+        elif kind == "grant_used":
+            key = (ev["session"], ev["server"], ev["tool"], ev["digest"])
+            left = self.once.get(key, 0) - 1
+            if left > 0:
+                self.once[key] = left
+            else:
+                self.once.pop(key, None)
+        elif kind == "nonce_used":
+            self.used_nonces[ev["nonce"]] = ev["expires"]
+        elif kind == "wrong_code":
+            self.wrong.append(ev["ts"])
+        else:
+            raise ValueError(f"unknown approvals event {kind!r}")
+
+    def snapshot(self, now: float) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for p in self.pending.values():
+            if p.expires > now:
+                out.append(pending_event(p))
+        for (session, server, tool, digest), n in self.once.items():
+            b = Binding(session, server, tool, None, None, digest)
+            out.extend({"ev": "grant", "scope": "once", "binding": b.as_dict()} for _ in range(n))
+        for (session, server, tool), dests in self.session_trust.items():
+            for d in sorted(dests):
+                b = Binding(session, server, tool, None, d, "")
+                out.append({"ev": "grant", "scope": "session", "binding": b.as_dict()})
+        for nonce, exp in self.used_nonces.items():
+            if exp > now:
+                out.append({"ev": "nonce_used", "nonce": nonce, "expires": exp})
+        return out
+
+    # ---- queries -----------------------------------------------------------------------------------
+
+    def trusted_for(self, session: str, server: str, tool: str) -> frozenset[str]:
+        return frozenset(self.session_trust.get((session, server, tool), ()))
+
+    def has_once(self, session: str, server: str, tool: str, digest: str) -> bool:
+        return self.once.get((session, server, tool, digest), 0) > 0
+
+    def open_codes(self, now: float) -> list[Pending]:
+        return [p for p in self.pending.values() if p.expires > now]
+
+    def rate_limited(self, now: float) -> bool:
+        recent = [t for t in self.wrong if now - t < WRONG_CODE_WINDOW_SECONDS]
+        return len(recent) >= MAX_WRONG_CODES
+
+
+def pending_event(p: Pending) -> dict[str, Any]:
+    return {
+        "ev": "approval_pending",
+        "code": p.code,
+        "binding": p.binding.as_dict(),
+        "created": p.created,
+        "expires": p.expires,
+        "reason": p.reason,
+        "summary": p.summary,
+    }
+
+
+# ---- requestState (2026-07-28 input_required) -----------------------------------------------------
+
+STATE_PREFIX = "bouncer1."
+
+
+def mint_state(secret: bytes, binding: Binding, nonce: str, now: float) -> str:
+    body = json.dumps(
+        {"b": binding.as_dict(), "n": nonce, "e": now + STATE_TTL_SECONDS},
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    mac = hmac.new(secret, body, hashlib.sha256).digest()
+    enc = base64.urlsafe_b64encode(body).decode().rstrip("=")
+    return STATE_PREFIX + enc + "." + base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class StateCheck:
+    ok: bool
+    reason: str
+    binding: Binding | None = None
+    nonce: str | None = None
+    expires: float | None = None
+
+
+def check_state(
+    secret: bytes, state: str, expected: Binding, used: Mapping[str, float], now: float
+) -> StateCheck:
+    """Authenticate a retried requestState and check it binds this very call. Never raises."""
+    if not state.startswith(STATE_PREFIX):
+        return StateCheck(False, "not a Bouncer requestState")
+    try:
+        enc, mac_text = state[len(STATE_PREFIX) :].split(".", 1)
+        body = base64.urlsafe_b64decode(enc + "=" * (-len(enc) % 4))
+        mac = base64.urlsafe_b64decode(mac_text + "=" * (-len(mac_text) % 4))
+    except (ValueError, TypeError):
+        return StateCheck(False, "requestState is malformed")
+    if not hmac.compare_digest(mac, hmac.new(secret, body, hashlib.sha256).digest()):
+        return StateCheck(False, "requestState does not authenticate (tampered, or minted by another daemon)")
+    try:
+        data = json.loads(body)
+        binding = Binding(**data["b"])
+        nonce = str(data["n"])
+        expires = float(data["e"])
+    except (ValueError, KeyError, TypeError):
+        return StateCheck(False, "requestState is malformed")
+    if expires <= now:
+        return StateCheck(False, "the question has expired")
+    if nonce in used:
+        return StateCheck(False, "requestState was already used (replay)")
+    if (binding.session, binding.server, binding.tool, binding.digest) != (
+        expected.session,
+        expected.server,
+        expected.tool,
+        expected.digest,
+    ):
+        return StateCheck(False, "requestState was issued for a different call")
+    return StateCheck(True, "ok", binding, nonce, expires)

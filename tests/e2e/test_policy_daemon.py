@@ -1,0 +1,62 @@
+"""Policy at the daemon: a bad file at start, a bad reload, a bad shim --policy. Never a silent allow."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bouncerd.client import Client
+from bouncerd.errors import DaemonRequestError
+
+BOUNCERD = Path(sys.executable).parent / "bouncerd"
+BAD = 'tools:\n  send_email:\n    max_calls: "1"\n'
+
+
+def test_daemon_refuses_to_start_on_a_bad_policy_naming_file_line_and_key(tmp_path_factory: Any) -> None:
+    """A typo in policy.yaml must stop the daemon, not load a policy with the rule silently dropped."""
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="b", dir="/tmp"))
+    (home / "config").mkdir(mode=0o700)
+    (home / "config" / "policy.yaml").write_text(BAD)
+    env = {**os.environ, "BOUNCER_HOME": str(home)}
+    proc = subprocess.run(
+        [str(BOUNCERD), "--foreground"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 1
+    assert "policy.yaml:3" in proc.stderr and "max_calls" in proc.stderr
+    assert not (home / "run" / "bouncerd.sock").exists()
+
+
+def test_bad_reload_keeps_old_policy_and_status_says_so(daemon: Any) -> None:
+    daemon.paths.config.mkdir(parents=True, exist_ok=True)
+    daemon.paths.policy.write_text(BAD)
+    with Client.connect(daemon.paths.socket, role="ctl") as c:
+        reply = c.request("reload")
+        assert reply["error"] and "max_calls" in reply["error"]
+        status = c.request("status")
+    assert status["policy"]["state"] == "reload failed"
+    assert "max_calls" in status["policy"]["reload_error"]
+    lines = daemon.paths.audit.read_text().splitlines()
+    assert any('"policy.reload_failed"' in line for line in lines)
+
+
+def test_shim_hello_with_bad_policy_is_refused_with_the_reason(daemon: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "shim-policy.yaml"
+    bad.write_text("tools:\n  send_email:\n    sink_parms: [to]\n")
+    try:
+        Client.connect(
+            daemon.paths.socket,
+            role="shim",
+            session="s",
+            server="gmail",
+            upstream=["x"],
+            policy_path=str(bad),
+        )
+    except DaemonRequestError as exc:
+        assert "sink_parms" in str(exc) and "shim-policy.yaml:3" in str(exc)
+    else:
+        raise AssertionError("a hello with a bad --policy was accepted")
