@@ -168,15 +168,13 @@ def send_verdict(
         )
     results = [classify(d, trust, lookup) for d in dests]
     for c in results:
-        if (
-            (c.state == "tainted"
-            and on_tainted == "deny")
-            or (c.state == "tainted_identity" and on_tainted_identity == "deny" and on_tainted == "deny")
+        if (c.state == "tainted" and on_tainted == "deny") or (
+            c.state == "tainted_identity" and on_tainted_identity == "deny" and on_tainted == "deny"
         ):
             return Verdict(
                 "deny",
                 "sink.tainted_destination",
-                f"destination {shown(c.dest.value)} in {c.dest.parameter} first appeared "
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} first appeared "
                 f"{_where(c.provenance)}; sending there could carry your data to whoever planted it. "
                 f"If this destination is really yours, add it to trusted_destinations in your policy",
                 destination=c.dest.value,
@@ -190,7 +188,7 @@ def send_verdict(
             return Verdict(
                 "ask",
                 rule,
-                f"destination {shown(c.dest.value)} in {c.dest.parameter} {what} {_where(c.provenance)}; "
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} {what} {_where(c.provenance)}; "
                 f"a person must confirm it",
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
@@ -212,7 +210,7 @@ def send_verdict(
             return Verdict(
                 "ask",
                 rule,
-                f"destination {shown(c.dest.value)} in {c.dest.parameter} {detail}",
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} {detail}",
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
             )
@@ -245,7 +243,7 @@ def fetch_verdict(
                 return Verdict(
                     "ask",
                     "fetch.evicted",
-                    f"URL {shown(d.value)} in {d.parameter} is on a host seen in untrusted output "
+                    f"URL {shown(d.value)} in argument {d.parameter!r} is on a host seen in untrusted output "
                     f"earlier, with a path or query that did not appear there",
                     destination=d.value,
                     parameter=d.parameter,
@@ -253,7 +251,7 @@ def fetch_verdict(
             return Verdict(
                 "deny",
                 "fetch.tainted_host_new_path",
-                f"URL {shown(d.value)} in {d.parameter} is on a host that first appeared "
+                f"URL {shown(d.value)} in argument {d.parameter!r} is on a host that first appeared "
                 f"{_where(hit.provenance)}, but with a path, query or fragment that did not appear there: "
                 f"fetching it could smuggle your data out in the URL",
                 destination=d.value,
