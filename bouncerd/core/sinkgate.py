@@ -188,8 +188,8 @@ def send_verdict(
             return Verdict(
                 "ask",
                 rule,
-                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} {what} {_where(c.provenance)}; "
-                f"a person must confirm it",
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} {what} "
+                f"{_where(c.provenance)}; a person must confirm it",
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
                 provenance=c.provenance,

@@ -29,3 +29,7 @@ from bouncerctl import policy_cmd as _policy  # noqa: E402
 main.add_command(_pins.pins)
 main.add_command(_policy.policy)
 main.add_command(_policy.reload)
+
+from bouncerctl.demo import run as _demo  # noqa: E402
+
+main.add_command(_demo.demo)
