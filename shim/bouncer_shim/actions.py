@@ -1,0 +1,66 @@
+"""What the relay asks the pump to do: the actions `Relay.take_actions` returns.
+
+Theory of operation
+-------------------
+The relay never performs I/O; it appends actions and the pump carries them out in order. There are
+five: a line for the client (stdout), a line for the upstream (its stdin), a frame for bouncerd, a
+diagnostic for stderr, and a stop with an exit status. Lines are handed over without their newline
+so a 50 MB line is never copied to append one. Actions compare by value, so tests can compare lists.
+"""
+
+from __future__ import annotations
+
+
+class _Action:
+    """An instruction for the pump. Compared by value (tests compare action lists)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        same = type(other) is type(self)
+        return same and all(getattr(self, f) == getattr(other, f) for f in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r:.80}" for f in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
+class SendClient(_Action):
+    __slots__ = ("line",)
+
+    def __init__(self, line: bytes) -> None:
+        self.line = line  # without its newline
+
+
+class SendUpstream(_Action):
+    __slots__ = ("line",)
+
+    def __init__(self, line: bytes) -> None:
+        self.line = line  # without its newline
+
+
+class SendDaemon(_Action):
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+
+
+class Diagnose(_Action):
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+class Stop(_Action):
+    __slots__ = ("message", "status")
+
+    def __init__(self, message: str, status: int) -> None:
+        self.message = message
+        self.status = status
+
+
+Action = SendClient | SendUpstream | SendDaemon | Diagnose | Stop

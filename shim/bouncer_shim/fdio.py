@@ -1,0 +1,116 @@
+"""Non-blocking reads and buffered writes on raw file descriptors.
+
+Theory of operation
+-------------------
+The pump multiplexes stdin, stdout, the upstream's pipes and the daemon socket with one `selectors`
+loop on one thread: no event-loop framework (asyncio alone costs more start-up time than the shim's
+whole budget over a direct server) and no thread hop per message. Every descriptor is put in
+non-blocking mode; a `Writer` keeps what could not be written yet as a queue of chunks and hands
+them to ``os.writev`` as they fit, so a 50 MB line is never copied to be written and many small
+lines leave in one system call.
+
+A descriptor that `select` cannot watch (a regular file on stdin or stdout: epoll refuses those) is
+*always ready*: reads and writes on regular files never wait anyway, so the pump simply tries them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import selectors
+from collections import deque
+from typing import Final
+
+# One read takes at most this much. Pipes hand out at most their buffer (64 KiB by default, 1 MiB once
+# enlarged, see proc.py); a larger request costs nothing and drains an enlarged pipe in one call.
+READ_BYTES: Final = 1024 * 1024
+
+# Chunks given to one writev call. IOV_MAX is 1024 on Linux and macOS; half of it is plenty.
+IOV_BATCH: Final = 512
+
+NEWLINE: Final = b"\n"
+
+
+class PeerGoneError(Exception):
+    """The other end of a pipe or socket went away (EPIPE, ECONNRESET)."""
+
+
+def make_nonblocking(fd: int) -> None:
+    os.set_blocking(fd, False)
+
+
+def watchable(fd: int) -> bool:
+    """Whether `selectors` can watch `fd` (epoll refuses regular files and some devices)."""
+    probe = selectors.DefaultSelector()
+    try:
+        probe.register(fd, selectors.EVENT_READ)
+    except (OSError, ValueError):
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def read_some(fd: int) -> bytes | None:
+    """Up to READ_BYTES from `fd`: b"" at end of file, None if nothing is available now."""
+    try:
+        return os.read(fd, READ_BYTES)
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ECONNRESET, errno.EIO):
+            return b""
+        raise
+
+
+class Writer:
+    """Bytes queued for one descriptor; `flush` writes as much as the descriptor takes now."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._chunks: deque[bytes | memoryview] = deque()
+        self.pending = 0  # bytes queued
+        self.closed = False  # the peer is gone: further writes are discarded
+
+    def write_line(self, line: bytes) -> None:
+        if self.closed:
+            return
+        self._chunks.append(line)
+        self._chunks.append(NEWLINE)
+        self.pending += len(line) + 1
+
+    def write(self, data: bytes) -> None:
+        if self.closed or not data:
+            return
+        self._chunks.append(data)
+        self.pending += len(data)
+
+    def flush(self) -> None:
+        """Write until done or the descriptor would block. Raises PeerGoneError if the peer left."""
+        chunks = self._chunks
+        while chunks:
+            batch = list(chunks) if len(chunks) <= IOV_BATCH else [chunks[i] for i in range(IOV_BATCH)]
+            try:
+                written = os.writev(self.fd, batch)
+            except BlockingIOError:
+                return
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                self.discard()
+                raise PeerGoneError(str(exc)) from None
+            self.pending -= written
+            if not self.pending:  # the common case: everything went in one call
+                chunks.clear()
+                return
+            while written:
+                head = chunks[0]
+                if written >= len(head):
+                    written -= len(head)
+                    chunks.popleft()
+                else:
+                    chunks[0] = memoryview(head)[written:]
+                    written = 0
+
+    def discard(self) -> None:
+        self.closed = True
+        self._chunks.clear()
+        self.pending = 0
