@@ -1,0 +1,296 @@
+"""What the relay costs: the same MCP client against the same server, directly and through the shim.
+
+Theory of operation
+-------------------
+One run measures three things with the real `mcp` client (legacy mode) and the fixture server
+tests/fixtures/servers/full.py, against a `bouncerd` this script starts in a temporary BOUNCER_HOME:
+
+1. **Round trips.** A direct client and a shim client are connected side by side for the whole phase.
+   Trivial `tools/call`s (`echo`) are timed one by one, in blocks that alternate between the two (and
+   alternate which goes first), so a burst of machine noise lands on both sides instead of one.
+   Reported: median and p99 per side, and their ratios. Target: median ≤ 1.15 × direct.
+2. **Start-up.** Spawn → initialize → first `tools/list` result, for a new client and server each time,
+   direct and through the shim alternately, with the daemon already running. Reported: medians and
+   the difference. Target: ≤ +80 ms.
+3. **A 10 MB result.** One `tools/call` whose text result is 10,000,000 bytes of ordinary prose (the
+   fixture's `big` tool), direct and through the shim, alternately. Reported: end-to-end MB/s both
+   ways (the client's own JSON and pydantic work is most of it), and the relay's throughput: the bytes
+   divided by the time the shim added, which is what the relay itself costs. Target: the relay's
+   throughput ≥ 200 MB/s (1 MB = 10^6 bytes).
+
+Every figure is printed, each target marked met or missed. Nothing here asserts: a benchmark informs,
+tests decide. Run `python bench/relay.py` (or `--quick` for a short run); see bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+from bouncerd.client import Client as DaemonClient
+from bouncerd.errors import DaemonUnavailableError
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "tests" / "fixtures" / "servers" / "full.py"
+BIN = Path(sys.executable).parent  # the console scripts sit next to the interpreter (.venv/bin)
+
+# Targets from the foundation issue.
+TARGET_CALL_RATIO = 1.15  # median relayed call ≤ 1.15 × median direct call
+TARGET_STARTUP_EXTRA_MS = 80.0  # start-up to the first tools/list ≤ direct + 80 ms
+TARGET_RELAY_MB_PER_S = 200.0  # a 10 MB result relayed at ≥ 200 MB/s
+
+# Full run: 1000 calls a side is enough for a stable p99 (ten samples above it). Blocks of 50 keep
+# each side's run short enough that slow drifts (thermal, other jobs) hit both sides alike.
+CALLS = 1000
+QUICK_CALLS = 200
+BLOCK = 50
+# Calls before timing starts, per side: imports, first-call caches and the daemon's pin bookkeeping.
+WARMUP_CALLS = 50
+# Start-ups are expensive (a Python server process each); 10 a side gives a usable median.
+STARTUP_REPS = 10
+QUICK_STARTUP_REPS = 3
+BIG_BYTES = 10_000_000
+BIG_REPS = 3
+QUICK_BIG_REPS = 1
+MB = 1_000_000
+# Bounds only (a daemon that never comes up must not hang the bench).
+DAEMON_START_TIMEOUT = 15.0
+DAEMON_STOP_TIMEOUT = 10.0
+
+
+# ---- the daemon ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def daemon(home: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`bouncerd --foreground` with BOUNCER_HOME=home, serving until the block ends."""
+    env = {**os.environ, "BOUNCER_HOME": str(home)}
+    env.pop("BOUNCER_SESSION", None)
+    log = (home / "bouncerd.stderr").open("ab")
+    proc = subprocess.Popen(
+        [str(BIN / "bouncerd"), "--foreground"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+    )
+    log.close()
+    try:
+        deadline = time.monotonic() + DAEMON_START_TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"bouncerd exited with {proc.returncode}; see {home / 'bouncerd.stderr'}")
+            try:
+                with DaemonClient.connect(home / "run" / "bouncerd.sock", timeout=1.0) as probe:
+                    probe.request("ping")
+                break
+            except DaemonUnavailableError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("bouncerd did not answer in time") from None
+                time.sleep(0.02)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(DAEMON_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def server_params(home: Path, *, through_shim: bool) -> StdioServerParameters:
+    # The same environment both ways; the shim must use the daemon started here, never start one.
+    env = {"BOUNCER_HOME": str(home), "BOUNCER_NO_AUTOSTART": "1"}
+    if not through_shim:
+        return StdioServerParameters(command=sys.executable, args=[str(FIXTURE)], env=env)
+    args = ["--name", "bench", "--", sys.executable, str(FIXTURE)]
+    return StdioServerParameters(command=str(BIN / "bouncer-shim"), args=args, env=env)
+
+
+@asynccontextmanager
+async def connected(params: StdioServerParameters) -> AsyncIterator[Client]:
+    async with Client(params, mode="legacy", cache=None) as client:
+        yield client
+
+
+# ---- statistics ------------------------------------------------------------------------------------
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def p99(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=100, method="inclusive")[98]
+
+
+def mark(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+@dataclass
+class Report:
+    lines: list[str]
+
+    def add(self, line: str = "") -> None:
+        self.lines.append(line)
+        print(line, flush=True)
+
+
+# ---- the three measurements ------------------------------------------------------------------------
+
+
+async def timed_calls(client: Client, count: int, sink: list[float]) -> None:
+    for _ in range(count):
+        start = time.perf_counter()
+        await client.call_tool("echo", {"text": "ping"})
+        sink.append((time.perf_counter() - start) * 1000.0)
+
+
+async def round_trips(home: Path, calls: int, report: Report) -> bool:
+    direct: list[float] = []
+    relayed: list[float] = []
+    async with (
+        connected(server_params(home, through_shim=False)) as d,
+        connected(server_params(home, through_shim=True)) as s,
+    ):
+        for client in (d, s):
+            await client.list_tools()  # pins the tools (first use) before any call
+            check = await client.call_tool("echo", {"text": "ping"})
+            if check.is_error:  # a refused call would time the deny path, not the relay
+                raise SystemExit(f"the bench's echo call was refused: {check.content}")
+            await timed_calls(client, WARMUP_CALLS, [])
+        blocks = max(1, calls // BLOCK)
+        for i in range(blocks):
+            order: list[tuple[Client, list[float]]] = [(d, direct), (s, relayed)]
+            if i % 2:
+                order.reverse()
+            for client, sink in order:
+                await timed_calls(client, BLOCK if calls >= BLOCK else calls, sink)
+    ratio = median(relayed) / median(direct)
+    report.add(f"tools/call round trip, {len(direct)} calls a side, interleaved in blocks of {BLOCK}:")
+    report.add(f"  direct     median {median(direct):7.3f} ms   p99 {p99(direct):7.3f} ms")
+    report.add(f"  via shim   median {median(relayed):7.3f} ms   p99 {p99(relayed):7.3f} ms")
+    report.add(f"  ratio      median {ratio:7.3f}x     p99 {p99(relayed) / p99(direct):7.3f}x")
+    report.add(f"  target: median ≤ {TARGET_CALL_RATIO:.2f}x direct ... {mark(ratio <= TARGET_CALL_RATIO)}")
+    return ratio <= TARGET_CALL_RATIO
+
+
+async def time_startup(params: StdioServerParameters) -> float:
+    start = time.perf_counter()
+    async with connected(params) as client:
+        await client.list_tools()
+        elapsed = (time.perf_counter() - start) * 1000.0
+    return elapsed
+
+
+async def startup(home: Path, reps: int, report: Report) -> bool:
+    direct: list[float] = []
+    relayed: list[float] = []
+    await time_startup(server_params(home, through_shim=True))  # warm the page cache and the daemon
+    for i in range(reps):
+        pairs: list[tuple[bool, list[float]]] = [(False, direct), (True, relayed)]
+        if i % 2:
+            pairs.reverse()
+        for through_shim, sink in pairs:
+            sink.append(await time_startup(server_params(home, through_shim=through_shim)))
+    extra = median(relayed) - median(direct)
+    report.add(f"start-up to the first tools/list result, {reps} a side, daemon running:")
+    report.add(
+        f"  direct     median {median(direct):7.1f} ms   (min {min(direct):.1f}, max {max(direct):.1f})"
+    )
+    report.add(
+        f"  via shim   median {median(relayed):7.1f} ms   (min {min(relayed):.1f}, max {max(relayed):.1f})"
+    )
+    report.add(f"  extra      {extra:+7.1f} ms")
+    report.add(f"  target: ≤ +{TARGET_STARTUP_EXTRA_MS:.0f} ms ... {mark(extra <= TARGET_STARTUP_EXTRA_MS)}")
+    return extra <= TARGET_STARTUP_EXTRA_MS
+
+
+async def big_result(home: Path, reps: int, size: int, report: Report) -> bool:
+    direct: list[float] = []
+    relayed: list[float] = []
+    async with (
+        connected(server_params(home, through_shim=False)) as d,
+        connected(server_params(home, through_shim=True)) as s,
+    ):
+        for client in (d, s):
+            await client.list_tools()
+            await client.call_tool("big", {"size": 1000})
+        for i in range(reps):
+            order: list[tuple[Client, list[float]]] = [(d, direct), (s, relayed)]
+            if i % 2:
+                order.reverse()
+            for client, sink in order:
+                start = time.perf_counter()
+                result = await client.call_tool("big", {"size": size})
+                sink.append(time.perf_counter() - start)
+                text = getattr(result.content[0], "text", "")
+                if len(text) != size:
+                    raise SystemExit(f"the {size}-byte result arrived with {len(text)} bytes")
+    t_direct, t_relayed = median(direct), median(relayed)
+    added = t_relayed - t_direct
+    relay_rate = size / MB / added if added > 0 else float("inf")
+    report.add(f"one {size / MB:.0f} MB tool result, {reps} a side:")
+    report.add(f"  direct     {t_direct * 1000:8.1f} ms   {size / MB / t_direct:7.1f} MB/s end to end")
+    report.add(f"  via shim   {t_relayed * 1000:8.1f} ms   {size / MB / t_relayed:7.1f} MB/s end to end")
+    report.add(f"  relay      {added * 1000:+8.1f} ms   {relay_rate:7.1f} MB/s (bytes / time the shim added)")
+    ok = relay_rate >= TARGET_RELAY_MB_PER_S
+    report.add(f"  target: relayed at ≥ {TARGET_RELAY_MB_PER_S:.0f} MB/s ... {mark(ok)}")
+    return ok
+
+
+# ---- main ------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a short run (fewer calls and repetitions)")
+    parser.add_argument(
+        "--calls", type=int, help=f"timed calls a side (default {CALLS}, quick {QUICK_CALLS})"
+    )
+    parser.add_argument("--startup-reps", type=int, help=f"start-ups a side (default {STARTUP_REPS})")
+    parser.add_argument("--big-reps", type=int, help=f"10 MB calls a side (default {BIG_REPS})")
+    parser.add_argument("--big-bytes", type=int, default=BIG_BYTES, help="size of the big result")
+    ns = parser.parse_args(argv)
+    calls = ns.calls or (QUICK_CALLS if ns.quick else CALLS)
+    startup_reps = ns.startup_reps or (QUICK_STARTUP_REPS if ns.quick else STARTUP_REPS)
+    big_reps = ns.big_reps or (QUICK_BIG_REPS if ns.quick else BIG_REPS)
+
+    home = Path(tempfile.mkdtemp(prefix="bb", dir="/tmp"))  # short: the socket path must fit AF_UNIX
+    report = Report([])
+
+    async def run_all() -> list[bool]:
+        met = [await round_trips(home, calls, report)]
+        report.add()
+        met.append(await startup(home, startup_reps, report))
+        report.add()
+        met.append(await big_result(home, big_reps, ns.big_bytes, report))
+        report.add()
+        return met
+
+    try:
+        with daemon(home):
+            cpus = os.cpu_count()
+            report.add(f"bench/relay.py: Python {sys.version.split()[0]}, {cpus} CPUs, {sys.platform}")
+            report.add()
+            met = anyio.run(run_all)
+            report.add(f"targets met: {sum(met)} of {len(met)}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
