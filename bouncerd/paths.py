@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from bouncerd.errors import UnsafeDirectoryError
@@ -21,11 +20,27 @@ POLICY_NAME = "policy.yaml"
 AUDIT_NAME = "audit.jsonl"
 
 
-@dataclass(frozen=True)
 class Paths:
-    runtime: Path
-    state: Path
-    config: Path
+    """The three directories. A plain class, not a dataclass: the shim imports this on every start,
+    and `dataclasses` (which pulls in `inspect`) costs it 10-25 ms."""
+
+    __slots__ = ("config", "runtime", "state")
+
+    def __init__(self, runtime: Path, state: Path, config: Path) -> None:
+        self.runtime = runtime
+        self.state = state
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"Paths(runtime={self.runtime!r}, state={self.state!r}, config={self.config!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Paths):
+            return NotImplemented
+        return (self.runtime, self.state, self.config) == (other.runtime, other.state, other.config)
+
+    def __hash__(self) -> int:
+        return hash((self.runtime, self.state, self.config))
 
     @property
     def socket(self) -> Path:
@@ -53,10 +68,17 @@ def resolve(environ: Mapping[str, str]) -> Paths:
     if home:
         base = Path(home).expanduser().absolute()
         return Paths(runtime=base / "run", state=base / "state", config=base / "config")
-    import platformdirs  # only when needed: the shim usually runs with BOUNCER_HOME unset, though
+    import warnings
 
+    import platformdirs
+
+    with warnings.catch_warnings():
+        # Without XDG_RUNTIME_DIR platformdirs warns (unprefixed, on stderr) and falls back to a path
+        # under /tmp; ensure_private_dir then checks that directory like any other.
+        warnings.simplefilter("ignore")
+        runtime = platformdirs.user_runtime_dir("bouncer", appauthor=False)
     return Paths(
-        runtime=Path(platformdirs.user_runtime_dir("bouncer", appauthor=False)),
+        runtime=Path(runtime),
         state=Path(platformdirs.user_state_dir("bouncer", appauthor=False)),
         config=Path(platformdirs.user_config_dir("bouncer", appauthor=False)),
     )

@@ -1,0 +1,576 @@
+"""Rewriting MCP client configs so each stdio server runs through bouncer-shim, and back again.
+
+Theory of operation
+-------------------
+Pure: text and values in, text and values out. `bouncerctl init` (init_cmd.py) does the file I/O.
+
+Parsing. Client configs are JSON; VS Code's are JSONC (comments and trailing commas). `parse` blanks
+comments and trailing commas to spaces (same length, newlines kept), so an offset in the blanked text
+is the same offset in the original, and so are the line and column `json.loads` reports for an
+error. `Node` then says where each object member's key and value sit (`Member`), reading members
+only along the paths asked for and letting json's C scanner find where each value ends.
+
+Classifying. Each entry of a server block (``mcpServers``, VS Code's ``servers``, and Claude Code's
+per-project ``projects.<path>.mcpServers``) is one of: a stdio server (`STDIO`, has a ``command``),
+already wrapped (`WRAPPED`, has ``x-bouncer-upstream``), run through bouncer-shim by hand (`SHIMMED`),
+remote (`REMOTE`: a ``url``/``serverUrl``/``httpUrl`` or an HTTP/SSE ``type``; Bouncer cannot sit in
+front of those, they are listed and left alone) or something else (`UNUSABLE`, with the reason).
+
+Rewriting changes only the text of the entries concerned:
+- wrap: inside the entry, the value of ``command`` becomes the shim's absolute path and ``args``
+  becomes ``["--name", NAME, "--", COMMAND, *ARGS]`` (copied token by token from the original, so
+  escapes survive); every other member (env, cwd, type, the client's own settings) stays where it
+  was, so the upstream still gets its environment and directory; and a member ``x-bouncer-upstream``
+  holding the entry's original text is appended, its continuation lines indented one level deeper.
+- unwrap: the entry's text is replaced by the text of its ``x-bouncer-upstream`` value with that
+  level of indentation taken off again, so init then undo gives back the original bytes.
+Every rewrite is checked: the new text must parse to exactly the value that the same change applied
+to the parsed value gives. If it does not (an entry edited by hand into a shape the text edit does not
+expect), the document is re-serialised from that value with the file's detected indentation:
+semantically identical, formatting normalised. A file with comments is never re-serialised (the
+comments would be lost); that is a `RewriteError` instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os.path
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+UPSTREAM_KEY = "x-bouncer-upstream"
+SHIM_NAME = "bouncer-shim"
+
+# What marks a remote server in the clients' formats: Claude Code, Cursor and VS Code use "url" (with a
+# "type" of http or sse), Windsurf "serverUrl", Gemini-style files "httpUrl".
+REMOTE_KEYS = ("url", "serverUrl", "httpUrl")
+REMOTE_TYPES = frozenset(
+    {"http", "sse", "streamable-http", "streamableHttp", "ws", "websocket", "sse-ide", "ws-ide"}
+)
+
+STDIO = "stdio"
+WRAPPED = "wrapped"
+SHIMMED = "shimmed"
+REMOTE = "remote"
+UNUSABLE = "unusable"
+
+WRAP = "wrap"
+UNWRAP = "unwrap"
+
+Block = tuple[str, ...]
+
+
+class McpConfigError(Exception):
+    """A config Bouncer cannot read or rewrite; the message says why (init_cmd adds the file name)."""
+
+
+class ConfigSyntaxError(McpConfigError):
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(f"line {line}, column {column}: {message}")
+        self.line = line
+        self.column = column
+
+
+class ConfigShapeError(McpConfigError):
+    """Valid JSON, but not the shape of an MCP config (a server block that is not an object, ...)."""
+
+
+class RewriteError(McpConfigError):
+    """The change cannot be made without losing something (comments)."""
+
+
+# ---- parsing ---------------------------------------------------------------------------------------
+
+# Everything up to the next "/" (or ",") that is not inside a string literal, in one regex step: a
+# file without comments costs no Python loop over its strings.
+_STRING = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'  # unrolled (Friedl): no backtracking, ten times faster
+_CODE_UP_TO_SLASH = re.compile(rf'[^"/]*(?:{_STRING}[^"/]*)*')
+_CODE_UP_TO_COMMA = re.compile(rf'[^",]*(?:{_STRING}[^",]*)*')
+_ANY_TRAILING_COMMA = re.compile(r",[ \t\r\n]*[}\]]")
+_WHITESPACE = re.compile(r"[ \t\r\n]*")
+_DECODER = json.JSONDecoder()
+
+
+def _skip(text: str, i: int) -> int:
+    """The first index at or after `i` that is not JSON whitespace."""
+    match = _WHITESPACE.match(text, i)
+    return match.end() if match else i
+
+
+class Node:
+    """Where a JSON value sits in the text: [start, end). Objects have `members`, arrays `items`.
+
+    Members and items are read when first asked for, each value's end found by json's C scanner, so
+    a large config (Claude Code's ~/.claude.json keeps every project's history) costs a few
+    milliseconds, not a Python loop over every byte.
+    """
+
+    def __init__(self, text: str, start: int, end: int) -> None:
+        self.text = text
+        self.start = start
+        self.end = end
+        self._members: list[Member] | None = None
+        self._items: list[Node] | None = None
+
+    def _value_at(self, i: int) -> Node:
+        start = _skip(self.text, i)
+        _, end = _DECODER.raw_decode(self.text, start)
+        return Node(self.text, start, end)
+
+    def _next(self, i: int) -> int:
+        """Past the whitespace and the separating comma after a value ending at `i`."""
+        text = self.text
+        i = _skip(text, i)
+        return _skip(text, i + 1) if text[i] == "," else i
+
+    @property
+    def members(self) -> list[Member] | None:
+        if self.text[self.start] != "{":
+            return None
+        if self._members is None:
+            text, members = self.text, []
+            i = _skip(text, self.start + 1)
+            while text[i] != "}":
+                key, key_end = _DECODER.raw_decode(text, i)
+                colon = _skip(text, key_end)
+                value = self._value_at(colon + 1)
+                members.append(Member(key, i, key_end, value))
+                i = self._next(value.end)
+            self._members = members
+        return self._members
+
+    @property
+    def items(self) -> list[Node] | None:
+        if self.text[self.start] != "[":
+            return None
+        if self._items is None:
+            text, items = self.text, []
+            i = _skip(text, self.start + 1)
+            while text[i] != "]":
+                item = self._value_at(i)
+                items.append(item)
+                i = self._next(item.end)
+            self._items = items
+        return self._items
+
+    def member(self, key: str) -> Member | None:
+        """The member named `key` (the last one if the key repeats, as json.loads keeps the last)."""
+        return next((member for member in reversed(self.members or []) if member.key == key), None)
+
+
+@dataclass
+class Member:
+    key: str
+    key_start: int
+    key_end: int
+    value: Node
+
+
+@dataclass
+class Document:
+    text: str
+    blanked: str  # `text` with comments and trailing commas turned into spaces
+    value: Any
+    root: Node
+    has_comments: bool
+
+    @property
+    def newline(self) -> str:
+        return "\r\n" if "\r\n" in self.text else "\n"
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _blank(text: str) -> tuple[str, bool]:
+    """`text` with comments and trailing commas blanked to spaces (newlines kept); and: had comments?"""
+    if text.startswith("\ufeff"):
+        text = " " + text[1:]
+    n = len(text)
+    comments = False
+    if "//" in text or "/*" in text:
+        pieces, last, i = [], 0, 0
+        while True:
+            i = _until(_CODE_UP_TO_SLASH, text, i)
+            if i >= n or text[i] != "/":  # the end, or an unterminated string that json.loads reports
+                break
+            if text.startswith("//", i):
+                end = text.find("\n", i)
+                end = n if end < 0 else end
+            elif text.startswith("/*", i):
+                close = text.find("*/", i + 2)
+                if close < 0:
+                    raise ConfigSyntaxError("unterminated /* comment", *_line_col(text, i))
+                end = close + 2
+            else:
+                i += 1
+                continue
+            pieces += [text[last:i], re.sub(r"[^\n]", " ", text[i:end])]
+            last = i = end
+            comments = True
+        text = "".join([*pieces, text[last:]])
+    if _ANY_TRAILING_COMMA.search(text):
+        pieces, last, i = [], 0, 0
+        while True:
+            i = _until(_CODE_UP_TO_COMMA, text, i)
+            if i >= n or text[i] != ",":
+                break
+            after = _skip(text, i + 1)
+            if after < n and text[after] in "}]":
+                pieces += [text[last:i], " "]
+                last = i + 1
+            i += 1
+        text = "".join([*pieces, text[last:]])
+    return text, comments
+
+
+def _until(pattern: re.Pattern[str], text: str, i: int) -> int:
+    match = pattern.match(text, i)
+    return match.end() if match else i
+
+
+def parse(text: str) -> Document:
+    """Parse JSON or JSONC; ConfigSyntaxError (with line and column) if it is neither."""
+    blanked, comments = _blank(text)
+    try:
+        value = json.loads(blanked)
+    except json.JSONDecodeError as exc:
+        raise ConfigSyntaxError(exc.msg, exc.lineno, exc.colno) from None
+    except RecursionError:
+        raise ConfigSyntaxError("nested too deeply", 1, 1) from None
+    start = _skip(blanked, 0)
+    root = Node(blanked, start, len(blanked.rstrip(" \t\r\n")))
+    return Document(text=text, blanked=blanked, value=value, root=root, has_comments=comments)
+
+
+def node_at(root: Node, path: Sequence[str]) -> Node | None:
+    node: Node | None = root
+    for key in path:
+        member = node.member(key) if node is not None else None
+        node = member.value if member is not None else None
+    return node
+
+
+def value_at(value: Any, path: Sequence[str]) -> Any:
+    for key in path:
+        value = value[key]
+    return value
+
+
+# ---- finding and classifying servers ---------------------------------------------------------------
+
+
+def find_blocks(value: Any, top_key: str, *, projects: bool = False) -> list[Block]:
+    """The server blocks of a config: ``top_key`` and, with `projects`, ``projects.<path>.mcpServers``."""
+    if not isinstance(value, dict):
+        raise ConfigShapeError("the top level is not a JSON object")
+    blocks: list[Block] = []
+    if top_key in value:
+        if not isinstance(value[top_key], dict):
+            raise ConfigShapeError(f'"{top_key}" is not an object')
+        blocks.append((top_key,))
+    if projects and isinstance(value.get("projects"), dict):
+        for path, project in value["projects"].items():
+            if isinstance(project, dict) and "mcpServers" in project:
+                if not isinstance(project["mcpServers"], dict):
+                    raise ConfigShapeError(f'"projects" → "{path}" → "mcpServers" is not an object')
+                blocks.append(("projects", path, "mcpServers"))
+    return blocks
+
+
+def guess_top_key(value: Any) -> str:
+    """For a file of unknown origin: ``mcpServers``, or VS Code's ``servers``; ConfigShapeError if neither."""
+    if isinstance(value, dict):
+        if "mcpServers" in value:
+            return "mcpServers"
+        if "servers" in value:
+            return "servers"
+    raise ConfigShapeError('no "mcpServers" (or "servers") block')
+
+
+def block_label(block: Block) -> str:
+    """How a block is named to a person: empty for the top level, ``project PATH`` for Claude Code's."""
+    return f"project {block[1]}" if len(block) == 3 and block[0] == "projects" else ""
+
+
+@dataclass(frozen=True)
+class Entry:
+    block: Block
+    name: str
+    kind: str
+    detail: str = ""  # the URL of a remote server, the reason an entry is unusable
+
+
+def classify(entry: Any) -> tuple[str, str]:
+    if not isinstance(entry, dict):
+        return UNUSABLE, "the entry is not an object"
+    if UPSTREAM_KEY in entry:
+        if not isinstance(entry[UPSTREAM_KEY], dict):
+            return UNUSABLE, f'"{UPSTREAM_KEY}" is not an object'
+        return WRAPPED, ""
+    for key in REMOTE_KEYS:
+        if key in entry:
+            return REMOTE, str(entry[key])
+    if entry.get("type") in REMOTE_TYPES:
+        return REMOTE, f"type {entry['type']}"
+    command = entry.get("command")
+    if not isinstance(command, str) or not command:
+        return UNUSABLE, 'no "command"'
+    if os.path.basename(command) == SHIM_NAME:
+        return SHIMMED, ""
+    args = entry.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        return UNUSABLE, '"args" is not a list of strings'
+    return STDIO, ""
+
+
+def entries(value: Any, blocks: Iterable[Block]) -> list[Entry]:
+    found = []
+    for block in blocks:
+        for name, entry in value_at(value, block).items():
+            kind, detail = classify(entry)
+            if kind == STDIO and not name:
+                kind, detail = UNUSABLE, "the server name is empty"
+            found.append(Entry(block, name, kind, detail))
+    return found
+
+
+# ---- the change, on values --------------------------------------------------------------------------
+
+
+def shim_args(name: str, entry: dict[str, Any]) -> list[Any]:
+    return ["--name", name, "--", entry["command"], *entry.get("args", [])]
+
+
+def wrap_value(name: str, entry: dict[str, Any], shim: str) -> dict[str, Any]:
+    wrapped: dict[str, Any] = {}
+    for key, item in entry.items():
+        if key == "command":
+            wrapped["command"] = shim
+            wrapped["args"] = shim_args(name, entry)
+        elif key != "args":
+            wrapped[key] = copy.deepcopy(item)
+    wrapped[UPSTREAM_KEY] = copy.deepcopy(entry)
+    return wrapped
+
+
+def unwrap_value(entry: dict[str, Any]) -> dict[str, Any]:
+    upstream: dict[str, Any] = copy.deepcopy(entry[UPSTREAM_KEY])
+    return upstream
+
+
+def dropped_on_undo(entry: dict[str, Any]) -> list[str]:
+    """Keys of a wrapped entry changed (or added) after init: undo restores the original and drops them."""
+    upstream = entry[UPSTREAM_KEY]
+    ignored = {"command", "args", UPSTREAM_KEY}
+    keys = (set(entry) | set(upstream)) - ignored
+    return sorted(key for key in keys if entry.get(key, _MISSING) != upstream.get(key, _MISSING))
+
+
+_MISSING = object()
+
+
+# ---- the change, on text ----------------------------------------------------------------------------
+
+
+def _line_start(text: str, i: int) -> int:
+    return text.rfind("\n", 0, i) + 1
+
+
+def _indent_at(text: str, i: int) -> str:
+    start = j = _line_start(text, i)
+    while j < len(text) and text[j] in " \t":
+        j += 1
+    return text[start:j]
+
+
+def _first_on_line(blanked: str, i: int) -> bool:
+    return not blanked[_line_start(blanked, i) : i].strip()
+
+
+def indent_more(text: str, unit: str) -> str:
+    """`unit` added before every non-empty line after the first."""
+    if not unit:
+        return text
+    lines = text.split("\n")
+    return "\n".join([lines[0], *(unit + line if line.strip("\r") else line for line in lines[1:])])
+
+
+def indent_less(text: str, unit: str) -> str | None:
+    """The inverse of `indent_more`; None if some line does not start with `unit` (edited by hand)."""
+    if not unit:
+        return text
+    lines = text.split("\n")
+    out = [lines[0]]
+    for line in lines[1:]:
+        if not line.strip("\r"):
+            out.append(line)
+        elif line.startswith(unit):
+            out.append(line[len(unit) :])
+        else:
+            return None
+    return "\n".join(out)
+
+
+@dataclass
+class _Layout:
+    separator: str  # between two members: "," plus the newline and indentation, or ", "
+    colon: str
+    unit: str  # what one level deeper adds to a line's indentation inside the entry
+
+
+def _layout(doc: Document, entry: Node) -> _Layout:
+    blanked, text = doc.blanked, doc.text
+    first = (entry.members or [])[0]
+    colon = ":" if blanked[first.key_end : first.value.start] == ":" else ": "
+    if "\n" in blanked[entry.start : first.key_start] and _first_on_line(blanked, first.key_start):
+        member_indent = _indent_at(text, first.key_start)
+        entry_indent = _indent_at(text, entry.start)
+        unit = member_indent[len(entry_indent) :] if member_indent.startswith(entry_indent) else ""
+        return _Layout("," + doc.newline + member_indent, colon, unit)
+    return _Layout(", ", colon, "")
+
+
+def _array_text(doc: Document, array: Node, items: list[str]) -> str:
+    blanked, text, nl = doc.blanked, doc.text, doc.newline
+    old = array.items or []
+    if old and "\n" in blanked[array.start : old[0].start] and _first_on_line(blanked, old[0].start):
+        indent = _indent_at(text, old[0].start)
+        closing = nl + _indent_at(text, array.end - 1) if _first_on_line(blanked, array.end - 1) else ""
+        return "[" + nl + indent + ("," + nl + indent).join(items) + closing + "]"
+    separator = ", "
+    if len(old) >= 2:
+        between = blanked[old[0].end : old[1].start]
+        if between.strip() == "," and "\n" not in between:
+            separator = between
+    pad = ""
+    if old and not blanked[array.start + 1 : old[0].start].strip("\t ") and blanked[array.start + 1] == " ":
+        pad = " "
+    return "[" + pad + separator.join(items) + pad + "]"
+
+
+def _apply_edits(text: str, base: int, edits: list[tuple[int, int, str]]) -> str:
+    """Replace [start, end) by each string; edits at the same place keep the order they were made in."""
+    ordered = sorted(enumerate(edits), key=lambda pair: (pair[1][0], pair[0]), reverse=True)
+    for _, (start, end, replacement) in ordered:
+        text = text[: start - base] + replacement + text[end - base :]
+    return text
+
+
+def _wrap_text(doc: Document, name_member: Member, shim: str) -> str:
+    text = doc.text
+    entry = name_member.value
+    command = entry.member("command")
+    assert command is not None  # classify() said STDIO
+    args = entry.member("args")
+    layout = _layout(doc, entry)
+    items = ['"--name"', text[name_member.key_start : name_member.key_end], '"--"']
+    items.append(text[command.value.start : command.value.end])
+    if args is not None:
+        items += [text[item.start : item.end] for item in args.value.items or []]
+    edits = [(command.value.start, command.value.end, json.dumps(shim, ensure_ascii=False))]
+    if args is not None:
+        edits.append((args.value.start, args.value.end, _array_text(doc, args.value, items)))
+    else:
+        inline = "[" + ", ".join(items) + "]"
+        edits.append(
+            (command.value.end, command.value.end, layout.separator + '"args"' + layout.colon + inline)
+        )
+    original = text[entry.start : entry.end]
+    last = (entry.members or [])[-1].value
+    upstream = layout.separator + json.dumps(UPSTREAM_KEY) + layout.colon + indent_more(original, layout.unit)
+    edits.append((last.end, last.end, upstream))
+    return _apply_edits(original, entry.start, edits)
+
+
+def _unwrap_text(doc: Document, entry: Node) -> str:
+    upstream = entry.member(UPSTREAM_KEY)
+    assert upstream is not None  # classify() said WRAPPED
+    raw = doc.text[upstream.value.start : upstream.value.end]
+    restored = indent_less(raw, _layout(doc, entry).unit)
+    return raw if restored is None else restored
+
+
+# ---- the change, whole -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    block: Block
+    name: str
+    action: str  # WRAP or UNWRAP
+
+
+@dataclass
+class Rewrite:
+    text: str
+    value: Any
+    in_place: bool  # False: re-serialised (formatting normalised)
+    edits: list[tuple[int, int, str]] = field(default_factory=list)  # in place: [start, end) of the old text
+
+
+def expected_value(doc: Document, changes: Iterable[Change], shim: str) -> Any:
+    """The document's value with `changes` made. Only the containers on the way are copied."""
+    value = dict(doc.value)
+    copied: set[Block] = {()}
+    for change in changes:
+        container = value
+        for depth, key in enumerate(change.block, start=1):
+            if change.block[:depth] not in copied:
+                container[key] = dict(container[key])
+                copied.add(change.block[:depth])
+            container = container[key]
+        entry = container[change.name]
+        container[change.name] = (
+            wrap_value(change.name, entry, shim) if change.action == WRAP else unwrap_value(entry)
+        )
+    return value
+
+
+def apply(doc: Document, changes: Sequence[Change], shim: str = "", *, in_place: bool = True) -> Rewrite:
+    """`changes` made to the document: in place if that gives the expected value, else re-serialised."""
+    expected = expected_value(doc, changes, shim)
+    if in_place:
+        edits = []
+        for change in changes:
+            block = node_at(doc.root, change.block)
+            member = block.member(change.name) if block is not None else None
+            if member is None:
+                break
+            new = _wrap_text(doc, member, shim) if change.action == WRAP else _unwrap_text(doc, member.value)
+            edits.append((member.value.start, member.value.end, new))
+        else:
+            text = _apply_edits(doc.text, 0, edits)
+            try:
+                if parse(text).value == expected:
+                    return Rewrite(text, expected, in_place=True, edits=sorted(edits))
+            except McpConfigError:
+                pass
+    if doc.has_comments:
+        raise RewriteError("the file has comments, and the change cannot be made without dropping them")
+    return Rewrite(serialise(expected, doc.text), expected, in_place=False)
+
+
+def detect_indent(text: str) -> str | None:
+    """The indentation unit of a JSON text: a tab, some spaces, or None for a one-line document."""
+    for line in text.splitlines():
+        stripped = line.lstrip(" \t")
+        if stripped and len(stripped) < len(line):
+            lead = line[: len(line) - len(stripped)]
+            return "\t" if lead.startswith("\t") else lead
+    return None
+
+
+def serialise(value: Any, like: str) -> str:
+    """`value` as JSON in the style of the text `like`: its indent, newlines, final newline and BOM."""
+    body = json.dumps(value, indent=detect_indent(like), ensure_ascii=False)
+    if like.rstrip(" \t").endswith("\n"):
+        body += "\n"
+    if "\r\n" in like:
+        body = body.replace("\n", "\r\n")
+    return ("\ufeff" if like.startswith("\ufeff") else "") + body
