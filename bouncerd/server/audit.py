@@ -1,11 +1,13 @@
-"""The audit log writer: one file, one writer (this daemon), one line per record, hash-chained.
+"""The audit log writer: one file, one writer (this daemon), one line per record, hash-chained, rotated.
 
 Theory of operation
 -------------------
 `AuditLog.open` opens ``audit.jsonl`` with ``O_APPEND | O_CREAT`` and mode 0600 (the daemon also runs
 under umask 077), then looks at the tail before anything is appended:
 
-- the file is empty: the chain starts at `GENESIS`;
+- the file is empty: the chain starts at `GENESIS`, or, if a rotated ``audit.jsonl.1`` exists (a
+  rotation was cut short by a crash after the rename), at that file's last hash, with a rotation
+  record written first;
 - the last line is whole (ends in a newline and parses as a JSON object): the next record's ``prev``
   is that line's stored ``hash``. Its hash is not "repaired" even if it is wrong: an edited line is
   evidence, and `bouncerctl audit verify` reports it at its line;
@@ -15,23 +17,66 @@ under umask 077), then looks at the tail before anything is appended:
   is silently kept or silently lost.
 
 `append` chains a record (`bouncerd.core.audit.chain`), encodes it as one line and writes it with a
-single ``os.write``; with ``O_APPEND`` a line is never interleaved with another. There is no fsync per
-line (see the fsync policy in `bouncerd/server/journal.py`); `close` fsyncs.
+single ``os.write``; with ``O_APPEND`` a line is never interleaved with another.
+
+Rotation: once the live file reaches `ROTATE_AFTER_BYTES`, it is fsync-ed and renamed to
+``audit.jsonl.1`` (``.1`` becomes ``.2`` and so on; `KEEP_ROTATED` files are kept, the oldest is
+dropped), a new ``audit.jsonl`` is created, and its first record (rule ``audit.rotated``) has
+``prev`` = the last hash of the old file: the chain runs on across files, and `bouncerctl audit
+verify` walks them oldest first. The renames happen while the old file is still open, so a failure
+part-way leaves the daemon appending to a file that is still in the chain (the error is logged and
+rotation is tried again later).
+
+Durability (fsync policy)
+- Each record: **no fsync**. Once ``write`` returns, the line is in the kernel's page cache and
+  survives the death of the daemon. A ``kill -9`` (or a crash, or an OOM kill) can cost at most the
+  line being written at that instant: a large line may be cut short by the signal; the next start
+  moves the torn bytes aside and records that (above). Every line whose ``write`` had returned is
+  kept. A verdict is written before its reply is sent, so no call the agent was told about is missing.
+- A **power loss** or kernel panic can cost the lines written since the kernel last flushed the file
+  (on Linux, dirty pages are written back after about 30 seconds), and can leave a torn or
+  zero-filled tail, which the next start moves aside and records like any torn line. The chain over
+  what survived still verifies; only a head hash kept elsewhere shows the lost lines. Per-line fsync
+  would put a disk flush (milliseconds) on the path of every tool call.
+- Rotation fsyncs the old file before renaming it and fsyncs the directory after, and a clean
+  shutdown (`close`) fsyncs: a rotated file is never torn, and a clean stop loses nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bouncerd.core import audit as chainlib
 
+log = logging.getLogger("bouncerd")
+
+# Rotate the live file once it reaches this size. At a few hundred bytes a record (arguments in
+# digest form) that is around 100,000 records: a file `verify` checks in seconds and an editor opens.
+ROTATE_AFTER_BYTES = 64 * 1024 * 1024
+
+# Rotated files kept besides the live one. Bounds the log's disk use to about 9 x 64 MiB (576 MiB)
+# while keeping close to a million typical records; older evidence is for the user to archive.
+KEEP_ROTATED = 8
+
+# After a failed rotation (a full disk, a permission problem), try again after this many more bytes
+# rather than on every append.
+ROTATE_RETRY_BYTES = 1024 * 1024
+
+_ROTATED_SUFFIX = re.compile(r"\.([1-9][0-9]{0,5})$")
+
 # Reading the tail backwards in slices of this size finds the start of the last line without reading
 # a large log whole.
 TAIL_CHUNK_BYTES = 64 * 1024
+
+# With `audit_arguments: digest` a record carries this instead of `arguments` (and no `arguments`).
+DIGEST_FIELD = "arguments_sha256"
 
 # Every record carries these fields, in this order (absent values are null), so readers see one shape.
 RECORD_FIELDS = (
@@ -67,29 +112,68 @@ class TailRepair:
     aside: Path
 
 
+def rotated_path(path: Path, n: int) -> Path:
+    """``audit.jsonl.<n>``: the n-th most recent rotated file."""
+    return path.with_name(f"{path.name}.{n}")
+
+
+def predecessors(path: Path) -> list[Path]:
+    """The rotated files of the log at `path` that exist, oldest first (``.N`` … ``.1``)."""
+    numbered: list[tuple[int, Path]] = []
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.startswith(path.name + "."):
+            continue
+        match = _ROTATED_SUFFIX.search(entry.name[len(path.name) :])
+        if match is not None and entry.name == f"{path.name}.{match.group(1)}" and entry.is_file():
+            numbered.append((int(match.group(1)), entry))
+    return [p for _, p in sorted(numbered, reverse=True)]
+
+
+def chain_files(path: Path) -> list[Path]:
+    """The files to walk, oldest first, for the log at `path`: its rotated predecessors, then itself.
+
+    A rotated file given on its own (``audit.jsonl.2``) is walked alone.
+    """
+    if _ROTATED_SUFFIX.search(path.name) and path.name.rsplit(".", 1)[0].endswith(".jsonl"):
+        return [path]
+    return [*predecessors(path), *([path] if path.exists() else [])]
+
+
 class AuditLog:
     def __init__(self, path: Path, fd: int, head: str) -> None:
         self.path = path
         self._fd = fd
         self.head = head  # hash of the last line written
         self.records = 0  # written by this process
+        self.size = os.fstat(fd).st_size
+        self.rotate_at = ROTATE_AFTER_BYTES
 
     @classmethod
     def open(cls, path: Path, now: float) -> tuple[AuditLog, TailRepair | None]:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fd = _open_live(path)
         try:
             if os.fstat(fd).st_mode & 0o077:
                 os.fchmod(fd, 0o600)  # a log made by hand or by an older version: tighten it
             head, repair = _recover_tail(fd, path, now)
+            continued = None
+            if head == chainlib.GENESIS and os.fstat(fd).st_size == 0:
+                continued = _continue_from(rotated_path(path, 1))
         except BaseException:
             os.close(fd)
             raise
-        log = cls(path, fd, head)
+        log = cls(path, fd, continued or head)
+        if continued is not None:
+            # A rotation renamed the old file but died before the new one got its first record.
+            log.append(_rotation_record(path), now)
         if repair is not None:
             log.append(
                 {
                     "verdict": None,
-                    "rule": "audit.repaired",
+                    "rule": chainlib.REPAIRED_RULE,
                     "reason": (
                         f"the last line of the audit log was torn (an interrupted write); "
                         f"moved {repair.moved_bytes} bytes to {repair.aside.name}"
@@ -101,7 +185,12 @@ class AuditLog:
 
     def append(self, fields: dict[str, Any], now: float) -> dict[str, Any]:
         """Write one record (fields not given are null); return it as written, with prev and hash."""
-        record: dict[str, Any] = {name: fields.get(name) for name in RECORD_FIELDS}
+        record: dict[str, Any] = {}
+        for name in RECORD_FIELDS:
+            if name == "arguments" and "arguments" not in fields and DIGEST_FIELD in fields:
+                record[DIGEST_FIELD] = fields[DIGEST_FIELD]  # `audit_arguments: digest`: in its place
+            else:
+                record[name] = fields.get(name)
         record["ts"] = utc_iso(now)
         for name, value in fields.items():
             if name not in record:
@@ -115,13 +204,77 @@ class AuditLog:
             raise OSError(f"short write to the audit log ({written} of {len(line)} bytes)")
         self.head = chained[chainlib.HASH_FIELD]
         self.records += 1
+        self.size += written
+        if self.size >= self.rotate_at:
+            self.rotate(now)
         return chained
+
+    def rotate(self, now: float) -> None:
+        """Move the live file to ``.1`` (shifting older ones) and continue the chain in a new file."""
+        try:
+            os.fsync(self._fd)
+            for n in range(KEEP_ROTATED - 1, 0, -1):
+                older = rotated_path(self.path, n)
+                if older.exists():
+                    os.replace(older, rotated_path(self.path, n + 1))
+            os.replace(self.path, rotated_path(self.path, 1))
+            fd = _open_live(self.path)
+            _fsync_dir(self.path.parent)
+        except OSError as exc:
+            log.error("audit: rotation failed, still appending to the current file: %s", exc)
+            self.rotate_at = self.size + ROTATE_RETRY_BYTES
+            return
+        os.close(self._fd)
+        self._fd, self.size, self.rotate_at = fd, 0, ROTATE_AFTER_BYTES
+        self.append(_rotation_record(self.path), now)
 
     def close(self) -> None:
         if self._fd >= 0:
             os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1
+
+
+def _open_live(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+
+
+def _rotation_record(path: Path) -> dict[str, Any]:
+    return {
+        "verdict": None,
+        "rule": chainlib.ROTATED_RULE,
+        "reason": (
+            f"the previous {path.name} was renamed {path.name}.1 (rotation by size); the chain continues "
+            "from its last record"
+        ),
+    }
+
+
+def _continue_from(previous: Path) -> str | None:
+    """The last hash of a rotated file, if there is one to continue (None: start a new chain)."""
+    try:
+        fd = os.open(previous, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return None
+        start = _line_start(fd, size - 1)
+        parsed = chainlib.parse_line(_pread_all(fd, start, size - start))
+    finally:
+        os.close(fd)
+    stored = parsed.record.get(chainlib.HASH_FIELD) if parsed.record is not None else None
+    return stored if isinstance(stored, str) else None
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # some filesystems refuse to fsync a directory; nothing to do
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _recover_tail(fd: int, path: Path, now: float) -> tuple[str, TailRepair | None]:

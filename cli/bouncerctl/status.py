@@ -1,7 +1,14 @@
-"""``bouncerctl status``: is the daemon up, which sessions and servers does it see, what did it decide.
+"""``bouncerctl status``: is the daemon up, what is in force, what waits for a person, what it decided.
 
-``--json`` prints the daemon's ``status`` reply as it is (for scripts); without it the reply is
-rendered as aligned text. Exit 3 with one line on stderr when no daemon answers.
+Shown: the daemon (pid, uptime, socket, state directory), the audit log and its chain head (the hash
+of the last record: note it somewhere else, and ``bouncerctl audit verify --head HASH`` later proves
+no record was cut from the end), the policy in force (its file, whether the last reload failed, the
+settings), tools whose pins need review (``new`` or ``changed``: calls to them are refused), the open
+approval codes, then each session with its servers and verdict counts.
+
+``--json`` prints the replies as they are (for scripts); without it they are rendered as aligned
+text. Exit 3 with one line on stderr when no daemon answers. The pins and approvals come from their
+own ops on the same connection; a daemon that does not offer one is shown as "unknown", not an error.
 """
 
 from __future__ import annotations
@@ -13,34 +20,78 @@ from typing import Any
 
 import click
 
-from bouncerctl.common import request
+from bouncerctl.common import DaemonNotRunning, RequestFailed, connect
+from bouncerd import wire
+from bouncerd.client import Client
+from bouncerd.errors import DaemonRequestError, DaemonUnavailableError
+
+# Tools needing review and open codes named on one line before the rest are only counted.
+MAX_NAMED = 6
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the daemon's reply as JSON.")
 def status(as_json: bool) -> None:
-    """Show the daemon, its sessions, their servers and verdict counts."""
-    reply = request("status")
-    body = {"daemon": reply.get("daemon", {}), "sessions": reply.get("sessions", [])}
+    """Show the daemon, the policy in force, what needs review, its sessions and verdict counts."""
+    with connect() as client:
+        try:
+            reply = client.request("status")
+        except DaemonUnavailableError as exc:
+            raise DaemonNotRunning(str(exc)) from None
+        except DaemonRequestError as exc:
+            raise RequestFailed(f"bouncerd refused status: {exc.message}") from None
+        review = _optional(client, "pins", "servers")
+        pending = _optional(client, "pending", "pending") if "pending" in wire.OPS else None
+    body = {
+        "daemon": reply.get("daemon", {}),
+        "policy": reply.get("policy"),
+        "pins_to_review": None if review is None else _to_review(review),
+        "pending": pending,
+        "sessions": reply.get("sessions", []),
+    }
     if as_json:
         click.echo(json.dumps(body, indent=2, ensure_ascii=False))
     else:
         click.echo(render(body))
 
 
+def _optional(client: Client, op: str, key: str) -> list[dict[str, Any]] | None:
+    """The list under `key` in the reply to `op`, or None if this daemon does not answer it."""
+    try:
+        value = client.request(op).get(key)
+    except DaemonRequestError:
+        return None
+    except DaemonUnavailableError as exc:
+        raise DaemonNotRunning(str(exc)) from None
+    return value if isinstance(value, list) else None
+
+
+def _to_review(servers: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [
+        {"server": str(srv.get("name")), "tool": str(tool.get("name")), "state": str(tool.get("state"))}
+        for srv in servers
+        for tool in srv.get("tools") or []
+        if tool.get("state") in ("new", "changed")
+    ]
+
+
 def render(body: dict[str, Any]) -> str:
     daemon = body["daemon"]
+    rows = [
+        ["socket", str(daemon.get("socket", ""))],
+        ["state", str(daemon.get("state_dir", ""))],
+        ["audit", str(daemon.get("audit", ""))],
+    ]
+    if daemon.get("head"):
+        written = daemon.get("records")
+        rows.append(["head", f"{daemon['head']}  ({written} records written since start)"])
+    rows += _policy_rows(body.get("policy"))
+    rows.append(["review", _review_text(body.get("pins_to_review"))])
+    rows.append(["approvals", _pending_text(body.get("pending"))])
     lines = [
         f"bouncerd {daemon.get('version', '?')}   pid {daemon.get('pid', '?')}   "
         f"up {format_duration(float(daemon.get('uptime') or 0))}",
-        *_table(
-            [
-                ["socket", str(daemon.get("socket", ""))],
-                ["state", str(daemon.get("state_dir", ""))],
-                ["audit", str(daemon.get("audit", ""))],
-            ],
-            indent="",
-        ),
+        *_table(rows, indent=""),
     ]
     sessions = body["sessions"]
     if not sessions:
@@ -48,6 +99,47 @@ def render(body: dict[str, Any]) -> str:
     for session in sessions:
         lines += ["", *_session_lines(session)]
     return "\n".join(lines)
+
+
+def _policy_rows(policy: Any) -> list[list[str]]:
+    if not isinstance(policy, dict):
+        return [["policy", "unknown (this daemon does not say)"]]
+    path = str(policy.get("user_policy", ""))
+    present = policy.get("user_policy_present")
+    source = path if present else f"{path} (absent: built-in packs and defaults)"
+    if policy.get("state") == "reload failed":
+        error = str(policy.get("reload_error") or "").splitlines()
+        state = "RELOAD FAILED, the earlier policy is still in force: " + (error[0] if error else "?")
+    else:
+        state = "loaded"
+    settings = policy.get("settings") or {}
+    shown = ", ".join(f"{k} {v}{'s' if k == 'approval_timeout' else ''}" for k, v in settings.items())
+    return [["policy", f"{source}  [{state}]"], ["settings", shown or "-"]]
+
+
+def _review_text(items: Any) -> str:
+    if items is None:
+        return "unknown (this daemon does not list pins)"
+    if not items:
+        return "no tool needs review"
+    named = ", ".join(f"{i['server']}/{i['tool']} ({i['state']})" for i in items[:MAX_NAMED])
+    more = f" and {len(items) - MAX_NAMED} more" if len(items) > MAX_NAMED else ""
+    return f"{len(items)} tool(s) refused until reviewed: {named}{more}; see bouncerctl pins show"
+
+
+def _pending_text(codes: Any) -> str:
+    if codes is None:
+        return "unknown (this daemon has no pending op)"
+    if not codes:
+        return "none waiting"
+    named = ", ".join(
+        f"{c.get('code')} {c.get('server')}/{c.get('tool')}"
+        + (f" to {c['destination']}" if c.get("destination") else "")
+        + f" (expires in {format_duration(float(c.get('expires_in') or 0))})"
+        for c in codes[:MAX_NAMED]
+    )
+    more = f" and {len(codes) - MAX_NAMED} more" if len(codes) > MAX_NAMED else ""
+    return f"{len(codes)} waiting: {named}{more}; see bouncerctl pending"
 
 
 def _session_lines(session: dict[str, Any]) -> list[str]:
