@@ -68,6 +68,9 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
         "instance": _OPT_STR,  # random per shim process; replayed observations are deduplicated by it
         "pid": _INT,
         "client_pid": _INT,
+        # hook: session keys of the hook's ancestors, nearest first, up to the client; the daemon
+        # picks the first known session (see bouncerd/server/hooks.py)
+        "candidates": (list, type(None)),
     },
     # What the MCP client said about itself (initialize or server/discover or per-request _meta).
     "client": {
@@ -83,7 +86,12 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
         "request_id": _ID,
         "tool": _STR,
         "arguments": _MAP,
+        # A 2026-07-28 retry: the requestState of the ask and the client's ElicitResult {action, content}.
+        "request_state": _OPT_STR,
+        "input_response": _OPT_MAP,
     },
+    # What a person answered to an elicitation (docs/dev/approvals-protocol.md). Reply: a verdict reply.
+    "answer": {"request_id": _ID, "code": _STR, "action": _STR, "choice": _OPT_STR},
     # One upstream output. `seq` is per shim instance, increasing; the daemon acks with the same seq and
     # ignores a seq it has already recorded (a replay after a reconnect). Reply: {"seq": n}.
     "observe": {
@@ -97,12 +105,21 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
     # A person's words, from a client hook (UserPromptSubmit): destinations in it are vouched for the
     # session of the hook's connection. Reply: {"vouched": n}.
     "vouch": {"text": _STR},
+    # The output of one of the client's own tools (a hook's PostToolUse), recorded as untrusted like an
+    # upstream output, under the server name `claude-code`. Reply: {"recorded": bool}.
+    "observe_text": {"tool": _STR, "text": _STR, "request_id": _ID},
+    # One call of the client's own network tool (a hook's PreToolUse: WebFetch, Bash), with the tool's
+    # input as the client gave it. Reply: see `verdict_reply`.
+    "check_builtin": {"tool": _STR, "input": _MAP, "request_id": _ID},
     # bouncerctl
     "status": {},
     "ping": {},
     "reload": {},  # reload policy.yaml; reply {"error": str|None}
     "pins": {"server": _OPT_STR},  # reply {"servers": [{name, upstream, tools: [{name, state, ...}]}]}
     "pins_accept": {"server": _STR, "tools": (list, type(None))},  # reply {"accepted": [names]}
+    "pending": {},  # reply {"pending": [open codes: binding, question, expiry]}
+    "approve_show": {"code": _STR},  # reply: the open code's binding, question and expiry
+    "approve": {"code": _STR},  # grant one retry of the bound call; reply as approve_show + approved
 }
 
 OBSERVE_KINDS: Final = frozenset({"result", "error", "notification", "request", "other"})
@@ -222,6 +239,10 @@ def check_request(message: Mapping[str, Any]) -> tuple[str, int]:
                 raise ProtocolError(f"observe: missing {key!r}")
         if message["kind"] not in OBSERVE_KINDS:
             raise ProtocolError(f"observe: unknown kind {message['kind']!r}")
+    elif op in ("observe_text", "check_builtin"):
+        for key in ("tool", "text") if op == "observe_text" else ("tool", "input"):
+            if key not in message:
+                raise ProtocolError(f"{op}: missing {key!r}")
     elif op == "tools" and "tools" not in message:
         raise ProtocolError("tools: missing 'tools'")
     return op, rid

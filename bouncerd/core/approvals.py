@@ -97,6 +97,8 @@ class Pending:
     expires: float
     reason: str
     summary: str  # short summary of the other arguments, for the person
+    question: str = ""  # the whole text a person decides on (bouncerctl approve shows it)
+    destinations: tuple[str, ...] = ()  # what a session or "always" answer trusts
 
 
 @dataclass
@@ -116,7 +118,14 @@ class Approvals:
         if kind == "approval_pending":
             b = Binding(**ev["binding"])
             self.pending[ev["code"]] = Pending(
-                ev["code"], b, ev["created"], ev["expires"], ev["reason"], ev.get("summary", "")
+                ev["code"],
+                b,
+                ev["created"],
+                ev["expires"],
+                ev["reason"],
+                ev.get("summary", ""),
+                ev.get("question", ""),
+                tuple(ev.get("destinations", ())),
             )
             while len(self.pending) > MAX_PENDING:
                 self.pending.pop(next(iter(self.pending)))
@@ -185,6 +194,8 @@ def pending_event(p: Pending) -> dict[str, Any]:
         "expires": p.expires,
         "reason": p.reason,
         "summary": p.summary,
+        "question": p.question,
+        "destinations": list(p.destinations),
     }
 
 

@@ -38,11 +38,11 @@ Resolve = Callable[[str], str]
 # whose description or schema *changed* is never pinned automatically.
 FIRST_USE_WINDOW_SECONDS = 30.0
 
-USER_SCOPE = "*user*"
+USER_SCOPE = "*user*"  # the taint scope key when taint_scope is `user`
 
 # Taint records per snapshot event: at ~100 bytes a record this keeps an event near 10 MB, far below
 # the journal frame limit (wire.MAX_FRAME_BYTES) even for an index at its full size.
-SNAPSHOT_TAINT_CHUNK = 100_000  # the taint scope key when taint_scope is `user`
+SNAPSHOT_TAINT_CHUNK = 100_000
 
 
 def tool_digest(tool: Mapping[str, Any]) -> str:
@@ -208,6 +208,7 @@ class Engine:
         self, server: ServerIdentity, tools: Iterable[Mapping[str, Any]], now: float
     ) -> tuple[PinReport, list[Event]]:
         events: list[Event] = []
+        self._identities[server.name] = server
         sp = self.servers.get(server.key)
         if sp is None:
             self._emit(
@@ -402,7 +403,8 @@ class Engine:
             return None
         return Verdict("deny", v.rule, v.reason, parameter=v.parameter)
 
-    def _trust(self, call: ToolCall, rule: ToolRule) -> sinkgate.Trust:
+    def trust(self, call: ToolCall, rule: ToolRule) -> sinkgate.Trust:
+        """Everything that makes a destination trusted for this call: vouched, approved, allowlisted."""
         why: dict[str, str] = {}
         for d in self.session(call.session).vouched:
             why[d] = "typed by you in this session"
@@ -415,11 +417,25 @@ class Engine:
         domains = frozenset(canon.domain_key(d) for d in rule.trusted_domains)
         return sinkgate.Trust(frozenset(why), domains, why)
 
+    def classify_destinations(
+        self, call: ToolCall, policy: Policy | None = None
+    ) -> list[sinkgate.Classified]:
+        """Every destination of a call with its class (trusted, tainted, unproven, ...), for the question
+        a person is asked and for what a session approval trusts. Changes nothing."""
+        rule = self.rule_for(call.server, call.tool, policy)
+        if not rule.exfiltrating:
+            return []
+        guess = fallback.looks_like_destination if rule.sink_kind == "send" else (lambda _name: False)
+        dests, _ = sinkgate.destinations(call.arguments, rule.sink_params, guess)
+        index = self.taint.get(self.scope_key(call.session, call.server.name)) or taint.TaintIndex()
+        trust = self.trust(call, rule)
+        return [sinkgate.classify(d, trust, index.lookup) for d in dests]
+
     def _check_sinks(self, call: ToolCall, rule: ToolRule, events: list[Event]) -> Verdict | None:
         if not rule.exfiltrating:
             return None
         index = self.index(self.scope_key(call.session, call.server.name))
-        trust = self._trust(call, rule)
+        trust = self.trust(call, rule)
         if rule.sink_kind == "fetch":
             verdict = sinkgate.fetch_verdict(
                 call.arguments,
@@ -430,14 +446,14 @@ class Engine:
                 host_hit=index.host_hit,
             )
             if verdict.verdict == "allow" and self.scope_key(call.session, call.server.name) in self.blind:
-                return Verdict(
+                verdict = Verdict(
                     "ask",
                     "fetch.blind",
                     "an earlier output of this session could not be checked for planted destinations, "
                     "so fetches need a person",
                     destination=verdict.destination,
                 )
-            return verdict
+            return self._use_once_grant(call, verdict, events)
         verdict = sinkgate.send_verdict(
             call.arguments,
             tool=call.tool,
@@ -448,6 +464,10 @@ class Engine:
             on_tainted_identity=self.policy.settings.on_tainted_identity,
             looks_like_destination=fallback.looks_like_destination,
         )
+        return self._use_once_grant(call, verdict, events)
+
+    def _use_once_grant(self, call: ToolCall, verdict: Verdict, events: list[Event]) -> Verdict:
+        """An ask for a call a person approved once (bouncerctl approve) becomes an allow, once."""
         if verdict.verdict == "ask":
             digest = ap.arguments_digest(call.arguments)
             if self.approvals.has_once(call.session, call.server.name, call.tool, digest):

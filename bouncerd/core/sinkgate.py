@@ -99,7 +99,13 @@ def _leaves(value: Any, path: str) -> Iterator[Destination]:
 
 
 def shown(value: str) -> str:
-    """A destination as it may appear in a reason: invisible characters made visible, length capped."""
+    """A destination as it may appear in a reason: invisible characters made visible, length capped.
+
+    A value that is not one destination (a message body that landed in a sink because the call named
+    no destination) is not quoted at all: it may hold text the agent copied from hostile output, and
+    the reason goes back to the agent (don't re-inject the injection)."""
+    if canon.canonicalize(value).kind == "text":
+        return f"(a {len(value)}-character text value)"
     text = canon.visible(value)
     if len(text) > SHOWN_DESTINATION_CHARS:
         text = text[: SHOWN_DESTINATION_CHARS - 1] + "…"

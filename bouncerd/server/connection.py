@@ -11,11 +11,12 @@ further replies. A bad peer costs its own connection, never the daemon.
 Order. Requests are pipelined (each carries an id; replies may come back in any order), but state
 changes happen in arrival order:
 
-- ``observe`` is handled inline in the read loop: journalled, then acked. So observations of one
-  connection are accepted in the order they arrived, and an ack is never delayed by a verdict that
-  is waiting.
-- ``client``, ``tools`` and ``verdict`` go through the connection's *lane*. A verdict must first wait
-  until every observation accepted before it arrived (on any connection) has been indexed for taint.
+- ``observe`` (and a hook's ``observe_text``) is handled inline in the read loop: journalled, then
+  acked. So observations of one connection are accepted in the order they arrived, and an ack is
+  never delayed by a verdict that is waiting.
+- ``client``, ``tools``, ``verdict`` and a hook's ``check_builtin`` go through the connection's
+  *lane*. A verdict (or a ``check_builtin``) must first wait until every observation accepted before
+  it arrived (on any connection) has been indexed for taint.
   While a request waits in the lane, later lane requests queue behind it (so a ``tools`` cannot
   overtake a ``verdict`` that arrived first); when the lane is empty and nothing needs waiting, the
   request is handled inline, which is the common case and costs no task switch.
@@ -44,7 +45,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bouncerd")
 
-_LANE_OPS = frozenset({"client", "tools", "verdict"})
+_LANE_OPS = frozenset({"client", "tools", "verdict", "check_builtin"})
+# Lane ops that decide on taint: they wait until every observation accepted before them is indexed.
+_WAITS_FOR_TAINT = frozenset({"verdict", "check_builtin"})
+# Ops that accept an output: journalled and acked inline, in arrival order, with backpressure.
+_OBSERVE_OPS = frozenset({"observe", "observe_text"})
 
 
 class RefusedError(BouncerError):
@@ -115,12 +120,13 @@ class Connection:
         observations = self.daemon.observations
         while (msg := await self._next_message()) is not None:
             op, rid = wire.check_request(msg)
-            if op == "observe":
+            if op in _OBSERVE_OPS:
                 await observations.wait_for_room()
                 await self._send(self._call(op, rid, msg))
             elif op in _LANE_OPS:
                 target = observations.accepted_upto
-                if not self._lane and (op != "verdict" or observations.indexed_upto >= target):
+                waits = op in _WAITS_FOR_TAINT and self.daemon.needs_taint(self, op, msg)
+                if not self._lane and (not waits or observations.indexed_upto >= target):
                     await self._send(self._call(op, rid, msg))
                 else:
                     self._lane.append((op, rid, msg, target))
@@ -140,7 +146,7 @@ class Connection:
                 self._lane_wakeup = None
                 continue
             op, rid, msg, target = self._lane[0]
-            if op == "verdict":
+            if op in _WAITS_FOR_TAINT and self.daemon.needs_taint(self, op, msg):
                 await observations.wait_indexed(target)
             reply = self._call(op, rid, msg)
             self._lane.popleft()  # only now: until its state change is done, later requests queue
@@ -173,6 +179,18 @@ class Connection:
                 return daemon.pins_accept(rid, msg)
             if op == "vouch":
                 return daemon.vouch(self, rid, msg)
+            if op == "observe_text":
+                return daemon.observe_text(self, rid, msg)
+            if op == "check_builtin":
+                return daemon.check_builtin(self, rid, msg)
+            if op == "answer":
+                return daemon.approvals.answer(self, rid, msg)
+            if op == "pending":
+                return daemon.approvals.pending(self, rid)
+            if op == "approve_show":
+                return daemon.approvals.approve_show(self, rid, msg)
+            if op == "approve":
+                return daemon.approvals.approve(self, rid, msg)
             if op == "ping":
                 return wire.reply(rid)
             return wire.error_reply(rid, "unknown_op", f"op {op!r} is not served")

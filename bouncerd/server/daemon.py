@@ -41,7 +41,8 @@ from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
 from bouncerd.paths import Paths
-from bouncerd.server import peer
+from bouncerd.server import hooks, peer
+from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
 from bouncerd.server.connection import Connection
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
@@ -75,6 +76,7 @@ class Daemon:
         self.registry = Registry()
         self.observations = ObservationIndex(self.engine, self._journal_append)
         self.observations.on_indexed = self.maybe_compact
+        self.approvals = ApprovalDesk(self)  # asking a person: codes, answers, approvals
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
         self._compact_floor = COMPACT_AFTER_BYTES
@@ -100,6 +102,11 @@ class Daemon:
             raise
         if repair is not None:
             log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
+        try:
+            daemon.approvals.open(paths.state, os.environ, now)
+        except BaseException:
+            daemon.close()
+            raise
         return daemon
 
     def _replay(self, entry: Entry) -> None:
@@ -118,6 +125,8 @@ class Daemon:
     def close(self) -> None:
         """Compact and fsync the journal, fsync and close the audit log. Call once, after `serve`."""
         if self._journal is not None:
+            if self._audit is not None:
+                self.approvals.close(time.time())
             self.compact()
             self._journal.sync()
             self._journal.close()
@@ -176,6 +185,7 @@ class Daemon:
         async with listener, anyio.create_task_group() as tg:
             await tg.start(self._watch_signals, tg.cancel_scope)
             tg.start_soon(self.observations.run)
+            tg.start_soon(self.approvals.run)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
             while True:
                 try:
@@ -249,6 +259,8 @@ class Daemon:
             except PolicyError as exc:
                 return wire.error_reply(rid, "policy", str(exc)), False
             conn.policy_path = msg.get("policy_path")
+        if role == "hook":
+            session = hooks.session_for_hook(self, session, msg.get("candidates"))
         conn.role = role
         conn.instance = msg.get("instance")
         if session:
@@ -294,6 +306,7 @@ class Daemon:
         else:
             verdict = self.engine.decide(call, now, policy)
         self._journal_events(verdict.events)
+        verdict, asked = self.approvals.settle(conn, call, verdict, msg, now)
         provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
         record: dict[str, Any] = {
             "session": session.key,
@@ -311,10 +324,12 @@ class Daemon:
             record["arguments_sha256"] = arguments_digest(call.arguments)
         else:
             record["arguments"] = call.arguments
+        if asked:
+            record["code"] = asked["code"]
         self.audit.append(record, now)
         session.counts[verdict.verdict] += 1
         self.maybe_compact()
-        return wire.verdict_reply(
+        reply = wire.verdict_reply(
             rid,
             verdict=verdict.verdict,
             rule=verdict.rule,
@@ -322,6 +337,20 @@ class Daemon:
             destination=verdict.destination,
             provenance=provenance,
         )
+        reply.update(asked)  # an ask: code, question, elicitation, timeout, request_state, binding
+        return reply
+
+    def needs_taint(self, conn: Connection, op: str, msg: dict[str, Any]) -> bool:
+        """Whether a request must wait until every earlier output is indexed. Only a verdict on a
+        sink-gated tool reads taint; pins, budgets and constraints do not, so those are answered
+        at once (a 10 MB result being indexed must not hold up an unrelated call)."""
+        if op != "verdict" or conn.server is None:
+            return True
+        try:
+            policy = self.policy.for_shim(conn.policy_path)
+        except PolicyError:
+            return False  # the verdict will be a deny that reads no taint
+        return self.engine.rule_for(conn.server.identity, msg["tool"], policy).exfiltrating
 
     # ---- policy, pins, vouching ---------------------------------------------------------------
 
@@ -362,6 +391,9 @@ class Daemon:
                     else "not listed"
                 )
                 entry: dict[str, Any] = {"name": tool, "state": state}
+                live_tool = sp.live_tools.get(tool)
+                if live_tool is not None and isinstance(live_tool.get("inputSchema"), dict):
+                    entry["inputSchema"] = live_tool["inputSchema"]
                 if state == "changed" and pin is not None:
                     now_tool = sp.live_tools.get(tool, {})
                     entry["pinned"] = {"description": pin.description, "inputSchema": pin.input_schema}
@@ -419,6 +451,12 @@ class Daemon:
             )
         return wire.reply(rid, vouched=len(keys))
 
+    def observe_text(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+        return hooks.observe_text(self, conn, rid, msg)
+
+    def check_builtin(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+        return hooks.check_builtin(self, conn, rid, msg)
+
     def observe(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
         session = conn.require_session()
         seq = msg["seq"]
@@ -440,6 +478,8 @@ class Daemon:
             "socket": self.socket_path,
             "state_dir": str(self.paths.state),
             "audit": str(self.paths.audit),
+            "head": self.audit.head,  # hash of the last audit record: compare with `audit verify`
+            "records": self.audit.records,  # audit records written since this daemon started
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
 

@@ -101,7 +101,16 @@ class PolicyState:
         cached = self._layered.get(key)
         if cached is None:
             layers = [self.user] if self.user is not None else []
-            cached = merge([*layers, read_policy(path)])
+            shim_layer = read_policy(path)
+            for setting in shim_layer.settings:
+                # Taint scope, identity handling and audit format are one daemon-wide choice: a
+                # per-server file that looked like it changed them, and did not, would mislead.
+                line = shim_layer.setting_lines.get(setting, 1)
+                raise PolicyError(
+                    f"{path}:{line}: {setting}: settings belong in the user's policy.yaml "
+                    f"({self.user_path}); a shim's --policy may only hold tools, servers and packs"
+                )
+            cached = merge([*layers, shim_layer])
             if len(self._layered) > 64:  # a handful of distinct files in practice; never unbounded
                 self._layered.clear()
             self._layered[key] = cached

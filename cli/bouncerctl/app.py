@@ -33,3 +33,26 @@ main.add_command(_policy.reload)
 from bouncerctl.demo import run as _demo  # noqa: E402
 
 main.add_command(_demo.demo)
+
+from bouncerctl import init_cmd as _init  # noqa: E402
+from bouncerctl import service as _service  # noqa: E402
+
+main.add_command(_init.init)
+main.add_command(_service.service)
+
+from bouncerctl import approve as _approve  # noqa: E402
+
+main.add_command(_approve.approve)
+main.add_command(_approve.pending)
+
+from bouncerctl import audit_cmd as _audit  # noqa: E402
+from bouncerctl import tail as _tail  # noqa: E402
+from bouncerctl.report import report as _report  # noqa: E402
+
+main.add_command(_audit.audit)
+main.add_command(_tail.tail)
+main.add_command(_report)
+
+from bouncerctl import hook_cmd as _hook  # noqa: E402
+
+main.add_command(_hook.hook)

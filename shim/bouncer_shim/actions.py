@@ -3,12 +3,19 @@
 Theory of operation
 -------------------
 The relay never performs I/O; it appends actions and the pump carries them out in order. There are
-five: a line for the client (stdout), a line for the upstream (its stdin), a frame for bouncerd, a
-diagnostic for stderr, and a stop with an exit status. Lines are handed over without their newline
-so a 50 MB line is never copied to append one. Actions compare by value, so tests can compare lists.
+five: a line for the client (stdout), a line for the upstream (its stdin), a frame for bouncerd
+(`daemon_frame` makes one), a diagnostic for stderr, and a stop with an exit status. Lines are handed
+over without their newline so a 50 MB line is never copied to append one. Actions compare by value,
+so tests can compare lists.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bouncerd import wire
+from bouncerd.errors import ProtocolError
 
 
 class _Action:
@@ -64,3 +71,12 @@ class Stop(_Action):
 
 
 Action = SendClient | SendUpstream | SendDaemon | Diagnose | Stop
+
+
+def daemon_frame(message: Mapping[str, Any]) -> bytes | None:
+    """`message` as a frame for SendDaemon, or None if msgpack cannot carry it (a lone surrogate, an
+    integer beyond 64 bits, a frame over the size limit)."""
+    try:
+        return wire.encode(message)
+    except (ProtocolError, ValueError, TypeError, OverflowError):  # msgpack's refusals
+        return None

@@ -11,11 +11,14 @@ escapes, whatever the bytes.
 JSON-RPC ids are strings, numbers or null. `id_key` turns one into a hashable key that keeps
 ``1`` and ``"1"`` apart, so a response is matched to its request exactly as the client will match it.
 
-The shim makes only three kinds of message itself: a JSON-RPC error (`error_response`), the "blocked"
-tool result (`blocked_result`), and nothing else. They are serialised ASCII-only, so an id or a reason
-holding any code point still yields valid UTF-8 on the wire, and they follow the protocol version
-the client speaks: in the 2026-07-28 era a result carries ``resultType`` and the server's ``_meta``
-stamp. (tests/unit/test_relay_messages.py validates them against the SDK's per-version models.)
+The shim makes few messages itself: a JSON-RPC error (`error_response`), the "blocked" tool result
+(`blocked_result`), and for asking a person (asking.py) an ``elicitation/create`` request
+(`request_line`), its ``notifications/cancelled`` (`cancelled_notification`), an ``input_required``
+tool result (`input_required_result`), and a client call re-written without Bouncer's state (`dump`).
+They are serialised ASCII-only, so an id or a reason holding any code point still yields valid UTF-8
+on the wire, and they follow the protocol version the client speaks: in the 2026-07-28 era a result
+carries ``resultType`` and the server's ``_meta`` stamp. (tests/unit/test_relay_messages.py and
+test_relay_asking.py validate them against the SDK's per-version models.)
 """
 
 from __future__ import annotations
@@ -144,6 +147,40 @@ def blocked_result(request_id: Any, reason: str, *, modern: bool, server_info: A
     except ValueError:  # a server stamp holding NaN cannot be repeated; drop the stamp, keep the answer
         result.pop("_meta", None)
         return _dump(message)
+
+
+def dump(message: dict[str, Any]) -> bytes | None:
+    """A message as one ASCII line, or None if it holds what JSON cannot write (NaN, infinities)."""
+    try:
+        return _dump(message)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def request_line(request_id: str, method: str, params: dict[str, Any]) -> bytes | None:
+    """A request of the shim's own to the client (None if `params` cannot be written)."""
+    return dump({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def cancelled_notification(request_id: str, reason: str) -> bytes:
+    params = {"requestId": request_id, "reason": reason}
+    return _dump({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+
+
+def input_required_result(
+    request_id: Any, input_requests: dict[str, Any], state: str, server_info: Any = None
+) -> bytes | None:
+    """A 2026-07-28 tool result asking the client for input before the call can go on."""
+    result: dict[str, Any] = {"resultType": "input_required", "inputRequests": input_requests}
+    result["requestState"] = state
+    message = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    if server_info is not None:
+        result["_meta"] = {SERVER_INFO_KEY: server_info}
+        line = dump(message)
+        if line is not None:
+            return line
+        del result["_meta"]  # a stamp that cannot be written is dropped, as for blocked_result
+    return dump(message)
 
 
 def wire_text(value: Any) -> str | None:

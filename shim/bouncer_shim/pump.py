@@ -5,7 +5,8 @@ Theory of operation
 `Pump.run` owns every descriptor: the client's stdin and stdout, the upstream's pipes, the daemon
 socket (through `DaemonLink`) and a self-pipe that signals wake it up. Each turn of the loop:
 
-1. lets the link connect or reconnect if due, and checks whether the upstream has exited;
+1. lets the link connect or reconnect if due, checks whether the upstream has exited, and lets the
+   relay time out questions to a person nobody answered (`Relay.tick`);
 2. advances the bounded shutdown, if one is under way, and returns the exit status once done;
 3. waits for readiness (or the next deadline), reads what is ready, splits it into lines, hands the
    lines to the relay and carries out the relay's actions: lines to the client or upstream, frames to
@@ -154,6 +155,9 @@ class Pump:
             if self.link.diagnostics:
                 self._say(self.link.diagnostics)
             self._check_daemon_answers(now)
+            if self.relay.asking.waiting:
+                self.relay.tick(now)
+                self._apply()
             if self._child_changed:
                 self._check_upstream(now)
             if self._stage != "running" or self.upstream_status is not None:
@@ -189,7 +193,8 @@ class Pump:
         if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
             return 0.0
         ack_due = self._acks_since + DAEMON_ACK_TIMEOUT_SECONDS if self._acks_since is not None else None
-        timers = (self._stage_deadline, self._drain_until, self._flush_until, ack_due, self.link.deadline())
+        link, asked = self.link.deadline(), self.relay.asking.deadline()
+        timers = (self._stage_deadline, self._drain_until, self._flush_until, ack_due, link, asked)
         deadlines = [d for d in timers if d is not None]
         return max(0.0, min(deadlines) - now) if deadlines else None
 
@@ -257,6 +262,8 @@ class Pump:
             return
         if not data:
             self._feed_client([last] if (last := self.client_lines.close()) is not None else [])
+            self.relay.client_closed()  # nobody is left to answer a question
+            self._apply()
             self._client_gone()
             return
         self._feed_client(self.client_lines.feed(data))

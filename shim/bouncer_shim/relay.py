@@ -17,8 +17,10 @@ classified. A ``tools/call`` is *held*: only the daemon's ``allow`` forwards the
 anything else answers with a ``[bouncer blocked]`` tool result and the server never sees the call (a
 ``tools/call`` without an id is dropped). A ``notifications/cancelled`` naming a held call drops the
 call and itself. Batches (JSON arrays; removed from MCP in 2025-06-18) are split and each element
-handled as if it came alone, so a batch cannot smuggle a call past the gate; those elements are the
-only thing the relay re-serialises.
+handled as if it came alone, so a batch cannot smuggle a call past the gate; those elements, and a
+retry stripped of Bouncer's requestState, are the only things the relay re-serialises. A verdict of
+``ask`` puts a question to a person (asking.py): ``elicitation/create`` (the call stays held until
+the ``answer`` op's verdict), an ``input_required`` result, or a refusal naming a one-time code.
 
 Server to client. Every line is an *output*: it gets a sequence number, is sent to the daemon as an
 ``observe`` (raw bytes), and waits in the outbox until acknowledged; outputs are released to the
@@ -47,12 +49,12 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from bouncer_shim import jsonrpc
-from bouncer_shim.actions import Action, Diagnose, SendClient, SendDaemon, SendUpstream, Stop
+from bouncer_shim.actions import Action, Diagnose, SendClient, SendDaemon, SendUpstream, Stop, daemon_frame
+from bouncer_shim.asking import Ask, Asking, ClientProfile, Held
 from bouncer_shim.envelope import peek, peek_ends
 from bouncer_shim.jsonrpc import INVALID, IdKey, id_key, wire_id, wire_text
 from bouncer_shim.lines import MAX_LINE_BYTES, OversizedLine
 from bouncerd import wire
-from bouncerd.errors import ProtocolError
 
 # Outputs released while the daemon is down are kept for replay up to these bounds: one maximal line,
 # or many small ones. A daemon away through more output than this has missed something for good.
@@ -97,35 +99,19 @@ class _Output:
         self.sent = False  # observe sent on the current connection
 
 
-class _Held:
-    """A tools/call waiting for its verdict."""
-
-    __slots__ = ("arguments", "dropped", "key", "line", "request_id", "tool")
-
-    def __init__(
-        self, key: IdKey, request_id: Any, line: bytes, tool: str, arguments: dict[str, Any]
-    ) -> None:
-        self.key = key
-        self.request_id = request_id
-        self.line = line
-        self.tool = tool
-        self.arguments = arguments
-        self.dropped = False  # cancelled: never forward, never answer
-
-
 class _Pending:
     """A request to the daemon awaiting its reply."""
 
     __slots__ = ("op", "sync", "target")
 
-    def __init__(self, op: str, target: _Output | _Held | None, sync: bool) -> None:
+    def __init__(self, op: str, target: _Output | Held | None, sync: bool) -> None:
         self.op = op
         self.target = target
         self.sync = sync  # part of the after-connect resend that verdicts wait for
 
 
 class Relay:
-    def __init__(self, hello: Mapping[str, Any]) -> None:
+    def __init__(self, hello: Mapping[str, Any], *, ask_token: bytes | None = None) -> None:
         self._hello = dict(hello)
         self.state = LinkState.CONNECTING
         self._actions: list[Action] = []
@@ -139,13 +125,13 @@ class Relay:
         self._replay: dict[int, _Output] = {}  # seq -> output released while down, not yet acked
         self._replay_bytes = 0
         self.observations_lost = False
-        self._waiting: list[_Held] = []  # calls not yet asked (link not up)
-        self._held: dict[IdKey, list[_Held]] = {}
+        self._waiting: list[Held] = []  # calls not yet asked (link not up)
+        self._held: dict[IdKey, list[Held]] = {}
         self._held_bytes = 0
         self._requests: dict[IdKey, tuple[str, str | None, bool]] = {}  # key -> (method, tool, paged)
-        self._client: dict[str, Any] | None = None
+        self._profile = ClientProfile()
+        self.asking = Asking(ask_token)
         self._tools: list[Any] | None = None
-        self.modern = False
         self._server_info: Any = None
 
     # ---- outputs and introspection -------------------------------------------------------------
@@ -171,6 +157,10 @@ class Relay:
         return self._acks_pending > 0
 
     @property
+    def modern(self) -> bool:  # the 2026-07-28 era: per-request envelopes, no server requests
+        return self._profile.modern
+
+    @property
     def is_flushed(self) -> bool:
         """Nothing from upstream is waiting to be released."""
         return not self._outbox
@@ -183,8 +173,8 @@ class Relay:
         self.state = LinkState.SYNCING
         self._sync_left = 0
         self._ask("hello", None, self._hello, sync=True)
-        if self._client is not None:
-            self._ask("client", None, self._client, sync=True)
+        if self._profile.fields is not None:
+            self._ask("client", None, self._profile.fields, sync=True)
         if self._tools is not None:
             self._ask("tools", None, {"tools": self._tools}, sync=True)
         for out in self._replay.values():
@@ -211,8 +201,11 @@ class Relay:
         self._outbox.clear()
         self._outbox_bytes = 0
         for entry in pending.values():
-            if entry.op == "verdict" and isinstance(entry.target, _Held):
+            if entry.op in ("verdict", "answer") and isinstance(entry.target, Held):
                 self._refuse_held(entry.target, jsonrpc.UNREACHABLE_REASON)
+        for ask in self.asking.drop_all():  # nobody could take the answer: end the questions
+            self._end_question(ask, "bouncerd is unreachable")
+            self._refuse_held(ask.held, jsonrpc.UNREACHABLE_REASON)
         waiting, self._waiting = self._waiting, []
         for held in waiting:
             self._refuse_held(held, jsonrpc.UNREACHABLE_REASON)
@@ -230,7 +223,7 @@ class Relay:
         if entry.op == "hello" and not ok:
             self._actions.append(Stop(f"bouncerd refused this shim: {error}", 2))
             return
-        if entry.op == "verdict" and isinstance(entry.target, _Held):
+        if entry.op in ("verdict", "answer") and isinstance(entry.target, Held):
             self._decided(entry.target, message if ok else None, error)
         elif entry.op == "observe" and isinstance(entry.target, _Output):
             if not ok:
@@ -279,7 +272,10 @@ class Relay:
     def _client_message(self, message: dict[str, Any], line: bytes) -> None:
         method = message.get("method")
         if not isinstance(method, str):  # a response to a server request, or junk the server may judge
-            self._actions.append(SendUpstream(line))
+            if not self.asking.claims(message.get("id")):
+                self._actions.append(SendUpstream(line))
+            elif (answered := self.asking.answered(message)) is not None:  # else late: dropped
+                self._answer(*answered, wait=True)
             return
         params = message.get("params")
         if "id" not in message:
@@ -295,50 +291,18 @@ class Relay:
         if key is None:
             self._answer_error(None, jsonrpc.INVALID_REQUEST, "Invalid Request: bad id")
             return
-        self._note_client(method, params)
+        fields = self._profile.note(method, params)
+        if fields is not None and self.state in (LinkState.UP, LinkState.SYNCING):
+            self._ask("client", None, fields)
         if method == "tools/call":
-            self._gate(key, request_id, params, line)
+            self._gate(key, request_id, message, line)
             return
         paged = method == "tools/list" and isinstance(params, dict) and params.get("cursor") is not None
         self._remember(key, method, None, paged)
         self._actions.append(SendUpstream(line))
 
-    def _note_client(self, method: str, params: Any) -> None:
-        if method == "initialize":
-            self.modern = False
-            if isinstance(params, dict):
-                info = params.get("clientInfo")
-                self._set_client(info, params.get("protocolVersion"), params.get("capabilities"))
-            return
-        if method == "server/discover":
-            self.modern = True
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if not isinstance(meta, dict) or jsonrpc.PROTOCOL_VERSION_KEY not in meta:
-            return
-        version = meta[jsonrpc.PROTOCOL_VERSION_KEY]
-        if isinstance(version, str) and version not in jsonrpc.HANDSHAKE_VERSIONS:
-            self.modern = True
-        self._set_client(
-            meta.get(jsonrpc.CLIENT_INFO_KEY), version, meta.get(jsonrpc.CLIENT_CAPABILITIES_KEY)
-        )
-
-    def _set_client(self, info: Any, protocol: Any, capabilities: Any) -> None:
-        info = info if isinstance(info, dict) else {}
-        fields = {
-            "name": wire_text(info.get("name")),
-            "version": wire_text(info.get("version")),
-            "protocol": wire_text(protocol),
-            "capabilities": capabilities if isinstance(capabilities, dict) else None,
-        }
-        if fields == self._client:
-            return
-        if _encodes(fields) is None:
-            fields["capabilities"] = None
-        self._client = fields
-        if self.state in (LinkState.UP, LinkState.SYNCING):
-            self._ask("client", None, fields)
-
-    def _gate(self, key: IdKey, request_id: Any, params: Any, line: bytes) -> None:
+    def _gate(self, key: IdKey, request_id: Any, message: dict[str, Any], line: bytes) -> None:
+        params: Any = message.get("params")
         name = params.get("name") if isinstance(params, dict) else None
         if not isinstance(name, str):
             self._answer_error(request_id, jsonrpc.INVALID_PARAMS, "Invalid params: tools/call needs a name")
@@ -351,8 +315,10 @@ class Relay:
             reason = jsonrpc.LOST_REASON
         elif self.state is LinkState.DOWN:
             reason = jsonrpc.UNREACHABLE_REASON
+        elif (retry := self.asking.retry(message, params)) is not None and retry.ours and not retry.forward:
+            reason = "the call cannot be re-written without Bouncer's approval state, so it is not sent."
         else:
-            held = _Held(key, request_id, line, name, arguments)
+            held = Held(key, request_id, line, name, arguments, retry)
             self._held.setdefault(key, []).append(held)
             self._held_bytes += len(line)
             if self.state is LinkState.UP:
@@ -362,20 +328,31 @@ class Relay:
             return
         self._refuse(key, request_id, reason)
 
-    def _ask_verdict(self, held: _Held) -> None:
+    def _ask_verdict(self, held: Held) -> None:
         fields = {"request_id": wire_id(held.request_id), "tool": held.tool, "arguments": held.arguments}
+        if held.retry is not None:
+            fields.update(held.retry.fields)
         if not self._ask("verdict", held, fields):
             self._release_held(held)
             self._refuse(held.key, held.request_id, jsonrpc.UNENCODABLE_REASON)
 
-    def _decided(self, held: _Held, reply: Mapping[str, Any] | None, error: str) -> None:
+    def _decided(self, held: Held, reply: Mapping[str, Any] | None, error: str) -> None:
         if held.dropped:
             return
+        if reply is not None and reply.get("verdict") == "ask":
+            question = self.asking.question(held, reply, self._profile, self._server_info)
+            if question is not None:
+                line, holds = question
+                if not holds:  # answered with an input_required result: the retry is a new call
+                    self._release_held(held)
+                    self._requests.pop(held.key, None)
+                self._actions.append(SendClient(line))
+                return
         self._release_held(held)
         if reply is None:
             self._refuse(held.key, held.request_id, f"bouncerd could not decide on this call ({error}).")
         elif reply.get("verdict") == "allow":
-            self._actions.append(SendUpstream(held.line))
+            self._actions.append(SendUpstream(held.upstream_line))
         else:
             reason = reply.get("reason")
             if not isinstance(reason, str) or not reason:
@@ -391,11 +368,14 @@ class Relay:
         for held in calls:
             held.dropped = True
             self._held_bytes -= len(held.line)
+            if (ask := self.asking.drop(held)) is not None:
+                self._end_question(ask, "the call was cancelled")
+                self._answer(ask, "cancel", None, wait=False)
         self._waiting = [h for h in self._waiting if not h.dropped]
         self._requests.pop(calls[0].key, None)
         return True
 
-    def _release_held(self, held: _Held) -> None:
+    def _release_held(self, held: Held) -> None:
         calls = self._held.get(held.key)
         if calls and held in calls:
             calls.remove(held)
@@ -403,10 +383,32 @@ class Relay:
             if not calls:
                 del self._held[held.key]
 
-    def _refuse_held(self, held: _Held, reason: str) -> None:
+    def _refuse_held(self, held: Held, reason: str) -> None:
         if not held.dropped:
             self._release_held(held)
             self._refuse(held.key, held.request_id, reason)
+
+    # ---- asking a person (the state is asking.py's) --------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """Time out questions nobody answered (the pump calls it while `asking.waiting`)."""
+        for ask in self.asking.expired(now):
+            self._end_question(ask, "nobody answered in time")
+            self._answer(ask, "timeout", None, wait=True)
+
+    def client_closed(self) -> None:
+        """The client will send nothing more: its questions are dismissed (their codes stay open)."""
+        for ask in self.asking.drop_all():
+            self._answer(ask, "cancel", None, wait=False)
+            self._refuse_held(ask.held, "the client closed its input before a person answered.")
+
+    def _answer(self, ask: Ask, action: str, choice: str | None, *, wait: bool) -> None:
+        """Tell the daemon what became of a question; `wait`: the held call goes by its reply."""
+        if not self._ask("answer", ask.held if wait else None, ask.answer(action, choice)) and wait:
+            self._refuse_held(ask.held, jsonrpc.UNENCODABLE_REASON)
+
+    def _end_question(self, ask: Ask, reason: str) -> None:
+        self._actions.append(SendClient(jsonrpc.cancelled_notification(ask.request_id, reason)))
 
     def _refuse(self, key: IdKey, request_id: Any, reason: str) -> None:
         self._requests.pop(key, None)
@@ -441,12 +443,18 @@ class Relay:
         if isinstance(message, dict):
             method = message.get("method")
             if isinstance(method, str):
+                if (refusal := self.asking.refuse_shadowing(message)) is not None:
+                    self._diagnose("refused a server request that used an id reserved by the shim")
+                    self._actions.append(SendUpstream(refusal))
+                    return
                 out.kind = "request" if "id" in message else "notification"
                 out.method = wire_text(method)
                 out.request_id = wire_id(message.get("id"))
             elif "id" in message and ("result" in message or "error" in message):
                 result = message.get("result")
                 paged = self._classify_response(out, message["id"], "result" not in message)
+                if out.method == "initialize":
+                    self._profile.initialized(result)
                 if isinstance(result, dict):
                     meta = result.get("_meta")
                     if isinstance(meta, dict) and jsonrpc.SERVER_INFO_KEY in meta:
@@ -556,10 +564,10 @@ class Relay:
     # ---- requests to the daemon ------------------------------------------------------------------
 
     def _ask(
-        self, op: str, target: _Output | _Held | None, fields: Mapping[str, Any], *, sync: bool = False
+        self, op: str, target: _Output | Held | None, fields: Mapping[str, Any], *, sync: bool = False
     ) -> bool:
         rid = self._next_rid
-        frame = _encodes(wire.request(op, rid, **fields))
+        frame = daemon_frame(wire.request(op, rid, **fields))
         if frame is None:
             return False
         self._next_rid += 1
@@ -581,13 +589,6 @@ class Relay:
 
     def _diagnose(self, message: str) -> None:
         self._actions.append(Diagnose(message))
-
-
-def _encodes(message: Mapping[str, Any]) -> bytes | None:
-    try:
-        return wire.encode(message)
-    except (ProtocolError, ValueError, TypeError, OverflowError):  # msgpack's refusals
-        return None
 
 
 def _error_text(message: Mapping[str, Any]) -> str:

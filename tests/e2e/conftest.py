@@ -70,6 +70,7 @@ class RunningDaemon:
 def spawn_daemon(home: Path) -> RunningDaemon:
     """Start `bouncerd --foreground` for `home` without waiting for it."""
     env = {**os.environ, "BOUNCER_HOME": str(home)}
+    env.setdefault("BOUNCER_NO_NOTIFY", "1")  # an ask in a test must not pop a desktop notification
     for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "BOUNCER_SESSION"):
         env.pop(name, None)
     with (home / "bouncerd.stderr").open("ab") as log:

@@ -104,7 +104,7 @@ def npm_server(binary: str, *args: str, name: str, env: Mapping[str, str] | None
 
 def bouncer_env(home: Path, *, session: str | None = None) -> dict[str, str]:
     """What every launched process gets: the test's BOUNCER_HOME, and never an autostarted daemon."""
-    env = {"BOUNCER_HOME": str(home), "BOUNCER_NO_AUTOSTART": "1"}
+    env = {"BOUNCER_HOME": str(home), "BOUNCER_NO_AUTOSTART": "1", "BOUNCER_NO_NOTIFY": "1"}
     if session is not None:
         env["BOUNCER_SESSION"] = session
     return env
@@ -181,7 +181,7 @@ async def connect(
     params: StdioServerParameters,
     mode: str,
     *,
-    elicit_answer: ElicitAnswer = default_elicit_answer,
+    elicit_answer: ElicitAnswer | None = default_elicit_answer,
     log_level: types.LoggingLevel | None = "debug",
     roots: Sequence[str] | None = None,
     kind: str = "direct",
@@ -189,6 +189,7 @@ async def connect(
     """`mcp.Client` over stdio in `mode` ("legacy" or "auto"), with recording callbacks.
 
     `roots` (file:// URIs) makes the client declare the roots capability and answer roots/list with them.
+    `elicit_answer=None` makes a client that cannot elicit (no capability declared), like Claude Desktop.
     """
     box: list[Probe] = []
 
@@ -218,6 +219,7 @@ async def connect(
         context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         box[0].elicitation_requests.append(normalise(params))
+        assert elicit_answer is not None
         return elicit_answer(params)
 
     async def on_list_roots(context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
@@ -228,7 +230,7 @@ async def connect(
         params,
         mode=mode,
         sampling_callback=on_sampling,
-        elicitation_callback=on_elicit,
+        elicitation_callback=on_elicit if elicit_answer is not None else None,
         list_roots_callback=on_list_roots if roots is not None else None,
         logging_callback=on_log,
         message_handler=on_message,
@@ -253,7 +255,7 @@ async def run_both(
     scenario: Scenario,
     *,
     session: str | None = None,
-    elicit_answer: ElicitAnswer = default_elicit_answer,
+    elicit_answer: ElicitAnswer | None = default_elicit_answer,
     roots: Sequence[str] | None = None,
 ) -> tuple[ScenarioResult, ScenarioResult]:
     """Run `scenario` directly and through the shim, both at once; return (direct, relayed).

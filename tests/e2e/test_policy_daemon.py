@@ -60,3 +60,22 @@ def test_shim_hello_with_bad_policy_is_refused_with_the_reason(daemon: Any, tmp_
         assert "sink_parms" in str(exc) and "shim-policy.yaml:3" in str(exc)
     else:
         raise AssertionError("a hello with a bad --policy was accepted")
+
+
+def test_shim_policy_with_settings_is_refused_not_silently_ignored(daemon: Any, tmp_path: Path) -> None:
+    """A per-server file that seemed to change taint_scope, and did not, would mislead its author."""
+    shim_file = tmp_path / "shim-policy.yaml"
+    shim_file.write_text("tools:\n  send_email:\n    exfiltrating: true\non_tainted_identity: deny\n")
+    try:
+        Client.connect(
+            daemon.paths.socket,
+            role="shim",
+            session="s",
+            server="gmail",
+            upstream=["x"],
+            policy_path=str(shim_file),
+        )
+    except DaemonRequestError as exc:
+        assert "shim-policy.yaml:4" in str(exc) and "on_tainted_identity" in str(exc)
+    else:
+        raise AssertionError("a shim --policy with settings was accepted")

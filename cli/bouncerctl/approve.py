@@ -1,0 +1,128 @@
+"""``bouncerctl approve CODE`` and ``bouncerctl pending``: a person's yes to one denied call.
+
+A client that cannot ask the person (no elicitation) gets a denied call with a one-time code. The
+person runs ``bouncerctl approve CODE`` in their own terminal: it shows what the code binds (server,
+tool, parameter, the destination with invisible characters made visible, the question, the expiry),
+asks ``Approve? [y/N]`` and only a typed ``y`` approves. The agent's retry of the *same* call (same
+arguments) then runs once.
+
+It refuses to run unless stdin and stdout are both a terminal, and there is no ``--yes``: an agent
+with a shell tool must not be able to approve its own calls by running this command. (That is a
+speed bump, not a wall: a program of the user's can open a pseudo-terminal, or talk to the socket.
+The daemon's ops are only served to the user's own uid; see docs/dev/approvals-protocol.md.)
+
+``pending`` lists the open codes with their bindings and expiry; never the calls' argument values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from bouncerctl.common import RequestFailed, connect
+from bouncerctl.status import format_duration
+from bouncerd.core.canon import visible
+from bouncerd.errors import DaemonRequestError, DaemonUnavailableError
+
+EXIT_NOT_A_TERMINAL = 4  # refused before contacting the daemon: not run by a person at a terminal
+EXIT_NOT_APPROVED = 1  # the person said no (or nothing): the call stays denied
+
+
+class NotATerminal(click.ClickException):
+    exit_code = EXIT_NOT_A_TERMINAL
+
+
+def _ask_daemon(op: str, **fields: Any) -> dict[str, Any]:
+    with connect() as client:
+        try:
+            return client.request(op, **fields)
+        except DaemonUnavailableError as exc:
+            raise RequestFailed(str(exc)) from None
+        except DaemonRequestError as exc:
+            raise RequestFailed(exc.message) from None
+
+
+def _shown(value: str | None) -> str:
+    return f'"{visible(value)}"' if value is not None else "(none)"
+
+
+def _expiry(expires: float) -> str:
+    left = max(0.0, expires - time.time())
+    clock = dt.datetime.fromtimestamp(expires, tz=dt.UTC).strftime("%H:%M:%S")
+    return f"{clock} UTC (in {format_duration(left)})"
+
+
+def render(code: dict[str, Any]) -> str:
+    rows = [
+        ("server", visible(str(code["server"]))),
+        ("tool", visible(str(code["tool"]))),
+        ("parameter", visible(str(code["parameter"])) if code.get("parameter") else "(none)"),
+        ("destination", _shown(code.get("destination"))),
+        ("expires", _expiry(float(code["expires"]))),
+    ]
+    more = [d for d in code.get("destinations") or [] if d != code.get("destination")]
+    if more:
+        rows.insert(4, ("also", ", ".join(_shown(d) for d in more)))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"Code {code['code']}  (session {visible(str(code['session']))})"]
+    lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
+    lines += ["", str(code.get("question") or code.get("reason") or ""), ""]
+    lines.append("Approving lets the agent retry this exact call (the same arguments) once.")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("code")
+def approve(code: str) -> None:
+    """Approve the one call that CODE was issued for, after showing it. Needs a terminal."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise NotATerminal(
+            "bouncerctl approve must be run by a person in their own terminal (stdin and stdout must "
+            "both be a terminal): an agent with a shell must not approve its own calls. "
+            "Nothing was approved."
+        )
+    shown = _ask_daemon("approve_show", code=code)
+    click.echo(render(shown))
+    click.echo("Approve? [y/N] ", nl=False)
+    answer = sys.stdin.readline()
+    if answer.strip().lower() not in ("y", "yes"):
+        click.echo("Not approved; the call stays denied.")
+        sys.exit(EXIT_NOT_APPROVED)
+    done = _ask_daemon("approve", code=shown["code"])
+    click.echo(
+        f"Approved: the agent's next identical call to {visible(str(done['server']))}/"
+        f"{visible(str(done['tool']))} runs once. Ask the agent to retry it."
+    )
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the open codes as JSON.")
+def pending(as_json: bool) -> None:
+    """List the open one-time codes: what each would approve and when it expires."""
+    codes = _ask_daemon("pending").get("pending", [])
+    if as_json:
+        click.echo(json.dumps(codes, indent=2, ensure_ascii=True))
+        return
+    if not codes:
+        click.echo("no open codes")
+        return
+    rows = [["CODE", "SERVER", "TOOL", "DESTINATION", "EXPIRES IN"]]
+    for c in codes:
+        rows.append(
+            [
+                str(c["code"]),
+                visible(str(c["server"])),
+                visible(str(c["tool"])),
+                _shown(c.get("destination")),
+                format_duration(float(c.get("expires_in") or 0)),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    click.echo("approve one in your own terminal with: bouncerctl approve CODE")
