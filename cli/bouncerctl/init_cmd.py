@@ -418,6 +418,12 @@ def _read_all(candidates: list[Location], explicit: bool, environ: Mapping[str, 
 @click.option("--yes", "-y", is_flag=True, help="Write without asking (for scripts).")
 @click.option("--undo", is_flag=True, help="Put the original server entries back.")
 @click.option(
+    "--hooks/--no-hooks",
+    default=None,
+    help="Also install (with --undo: remove) Bouncer's Claude Code hooks in ~/.claude/settings.json. "
+    "Asked on a terminal when not given.",
+)
+@click.option(
     "--shim",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The bouncer-shim to use (default: the one installed with bouncerctl, else PATH's).",
@@ -429,6 +435,7 @@ def init(
     dry_run: bool,
     yes: bool,
     undo: bool,
+    hooks: bool | None,
     shim: Path | None,
 ) -> None:
     """Route your MCP clients' stdio servers through bouncer-shim (--undo puts them back).
@@ -471,9 +478,12 @@ def init(
     for plan in plans:
         click.echo("\n".join(summary(plan, undo, environ)))
     pending = [plan for plan in plans if plan.rewrite is not None]
+    with_hooks = config is None and client in (None, "claude-code")
     if not pending:
         what = "wrapped" if undo else "to wrap"
         click.echo(f"\nNothing to change: no {'stdio servers ' if not undo else 'servers '}{what}.")
+        if with_hooks:
+            _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=dry_run)
         return
     for plan in pending:
         click.echo("")
@@ -482,6 +492,8 @@ def init(
         if not plan.rewrite.in_place:
             click.echo("(the file is re-formatted: its layout could not be kept)")
     if dry_run:
+        if with_hooks:
+            _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=True)
         click.echo("\nDry run: nothing written.")
         return
     if not yes and not can_ask():
@@ -513,5 +525,13 @@ def init(
                 f"\nRestart {who} so the servers start through bouncer-shim.\n"
                 f"`bouncerctl status` lists them once they connect; `bouncerctl init --undo` puts them back."
             )
+    if with_hooks:
+        _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=False)
     if failures:
         raise InitError("\n".join(failures))
+
+
+def _hooks(environ: Mapping[str, str], *, undo: bool, wanted: bool | None, yes: bool, dry_run: bool) -> None:
+    from bouncerctl.init_hooks import update_hooks  # imports this module: loaded only when needed
+
+    update_hooks(environ, undo=undo, wanted=wanted, yes=yes, dry_run=dry_run, now=datetime.now(UTC))
