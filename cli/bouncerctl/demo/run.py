@@ -154,7 +154,7 @@ async def _run_steps(demo: Demo, paths: Any) -> None:
         message = str(getattr(params, "message", ""))
         asked.append(message)
         if SENDER in message:
-            return ElicitResult(action="accept", content={"decision": "allow for this session"})
+            return ElicitResult(action="accept", content={"choice": "session"})
         return ElicitResult(action="decline")
 
     def shim(name: str, module: str, extra_env: dict[str, str] | None = None) -> Any:
@@ -191,6 +191,8 @@ async def _run_steps(demo: Demo, paths: Any) -> None:
             step.verdict, step.detail = "error", text
         else:
             step.verdict, step.detail = ("ask→allow" if len(asked) > questions else "allow"), text
+            if step.verdict == "ask→allow":
+                step.detail = asked[-1]  # what the person was shown
         demo.steps.append(step)
         _show(demo, step)
         return step
@@ -324,6 +326,11 @@ def _show(demo: Demo, step: Step) -> None:
     demo.say(f"    → {step.verdict.upper():10} {mark}", fg=colour, bold=True)
     if step.verdict == "deny":
         demo.say(f"      {step.detail[:300]}", dim=True)
+    elif step.verdict == "ask→allow":
+        demo.say("      Bouncer asked the person (through the client's own prompt):", dim=True)
+        for line in step.detail.splitlines()[:8]:
+            demo.say(f"      │ {line}", dim=True)
+        demo.say("      The person chose: allow for this session.", dim=True)
 
 
 def _check_state(demo: Demo) -> None:
