@@ -89,6 +89,10 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
         # A 2026-07-28 retry: the requestState of the ask and the client's ElicitResult {action, content}.
         "request_state": _OPT_STR,
         "input_response": _OPT_MAP,
+        # Set by the shim when the call cannot be checked (its arguments are not a JSON object): the
+        # daemon denies it without deciding, so the refusal is audited like any other. `arguments`
+        # is then {}.
+        "invalid": _OPT_STR,
     },
     # What a person answered to an elicitation (docs/dev/approvals-protocol.md). Reply: a verdict reply.
     "answer": {"request_id": _ID, "code": _STR, "action": _STR, "choice": _OPT_STR},

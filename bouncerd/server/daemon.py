@@ -304,7 +304,10 @@ class Daemon:
         except PolicyError as exc:  # the shim's --policy went bad after it started: refuse, never guess
             verdict = Verdict("deny", "policy.unreadable", f"this server's policy cannot be loaded: {exc}")
         else:
-            verdict = self.engine.decide(call, now, policy)
+            if msg.get("invalid"):
+                verdict = Verdict("deny", "call.invalid_arguments", str(msg["invalid"]))
+            else:
+                verdict = self.engine.decide(call, now, policy)
         self._journal_events(verdict.events)
         verdict, asked = self.approvals.settle(conn, call, verdict, msg, now)
         provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None

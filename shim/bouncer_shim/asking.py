@@ -97,7 +97,7 @@ class Retry:
 class Held:
     """A tools/call waiting for its verdict, and perhaps for a person."""
 
-    __slots__ = ("arguments", "asked", "dropped", "key", "line", "request_id", "retry", "tool")
+    __slots__ = ("arguments", "asked", "dropped", "invalid", "key", "line", "request_id", "retry", "tool")
 
     def __init__(
         self,
@@ -107,7 +107,9 @@ class Held:
         tool: str,
         arguments: dict[str, Any],
         retry: Retry | None = None,
+        invalid: str | None = None,
     ) -> None:
+        self.invalid = invalid  # why the call cannot be checked: it is asked only to be refused and audited
         self.key = key
         self.request_id = request_id
         self.line = line

@@ -309,16 +309,17 @@ class Relay:
             return
         arguments = params.get("arguments", {})
         self._remember(key, "tools/call", name, False)
-        if not isinstance(arguments, dict):
-            reason = "the call's arguments are not a JSON object, so they cannot be checked."
-        elif self.observations_lost:
+        invalid = None
+        if not isinstance(arguments, dict):  # asked anyway, so the refusal is audited
+            arguments, invalid = {}, "the call's arguments are not a JSON object, so they cannot be checked."
+        if self.observations_lost:
             reason = jsonrpc.LOST_REASON
         elif self.state is LinkState.DOWN:
             reason = jsonrpc.UNREACHABLE_REASON
         elif (retry := self.asking.retry(message, params)) is not None and retry.ours and not retry.forward:
             reason = "the call cannot be re-written without Bouncer's approval state, so it is not sent."
         else:
-            held = Held(key, request_id, line, name, arguments, retry)
+            held = Held(key, request_id, line, name, arguments, retry, invalid)
             self._held.setdefault(key, []).append(held)
             self._held_bytes += len(line)
             if self.state is LinkState.UP:
@@ -330,6 +331,8 @@ class Relay:
 
     def _ask_verdict(self, held: Held) -> None:
         fields = {"request_id": wire_id(held.request_id), "tool": held.tool, "arguments": held.arguments}
+        if held.invalid is not None:
+            fields["invalid"] = held.invalid
         if held.retry is not None:
             fields.update(held.retry.fields)
         if not self._ask("verdict", held, fields):
@@ -351,7 +354,7 @@ class Relay:
         self._release_held(held)
         if reply is None:
             self._refuse(held.key, held.request_id, f"bouncerd could not decide on this call ({error}).")
-        elif reply.get("verdict") == "allow":
+        elif reply.get("verdict") == "allow" and held.invalid is None:
             self._actions.append(SendUpstream(held.upstream_line))
         else:
             reason = reply.get("reason")

@@ -79,3 +79,15 @@ def test_shim_policy_with_settings_is_refused_not_silently_ignored(daemon: Any, 
         assert "shim-policy.yaml:4" in str(exc) and "on_tainted_identity" in str(exc)
     else:
         raise AssertionError("a shim --policy with settings was accepted")
+
+
+def test_schema_invalid_call_is_denied_and_audited(daemon: Any) -> None:
+    """The reference 0.1.4 refused a call with non-object arguments without an audit line."""
+    with Client.connect(daemon.paths.socket, role="shim", session="s", server="mail", upstream=["m"]) as c:
+        c.request("tools", tools=[{"name": "send_email", "inputSchema": {"type": "object"}}])
+        reply = c.request("verdict", request_id=9, tool="send_email", arguments={}, invalid="not an object")
+    assert reply["verdict"] == "deny" and reply["rule"] == "call.invalid_arguments"
+    lines = [
+        line for line in daemon.paths.audit.read_text().splitlines() if '"call.invalid_arguments"' in line
+    ]
+    assert len(lines) == 1 and '"request_id":9' in lines[0]

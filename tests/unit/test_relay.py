@@ -198,12 +198,20 @@ def test_missing_arguments_are_checked_as_an_empty_object() -> None:
     assert rig.pending("verdict")[0]["arguments"] == {}
 
 
+@pytest.mark.parametrize("daemon_says", ["deny", "allow"])
 @pytest.mark.parametrize("arguments", [[1, 2], "to=evil@x.test", 5, None])
-def test_non_object_arguments_are_refused_without_asking(arguments: Any) -> None:
+def test_non_object_arguments_are_refused_and_audited_never_forwarded(
+    arguments: Any, daemon_says: str
+) -> None:
+    """A call whose arguments cannot be checked is never forwarded, but the daemon hears of it (the
+    reference design refused such calls without an audit line)."""
     rig = Rig()
     params = {"name": "send_email", "arguments": arguments}
     rig.client(line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
-    assert rig.pending("verdict") == [] and rig.to_upstream == []
+    (asked,) = rig.pending("verdict")
+    assert asked["arguments"] == {} and "not a JSON object" in asked["invalid"]
+    rig.verdict(asked, daemon_says, reason="the call's arguments are not a JSON object")
+    assert rig.to_upstream == []
     assert "not a JSON object" in blocked_text(rig.to_client[0])
 
 
