@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -96,9 +97,29 @@ RECORD_FIELDS = (
 
 
 def utc_iso(ts: float) -> str:
-    """``2025-01-31T12:34:56.789Z``: UTC, milliseconds, Z."""
-    moment = dt.datetime.fromtimestamp(ts, tz=dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """``2025-01-31T12:34:56.789Z``: UTC, milliseconds, Z.
+
+    Every verdict is stamped, so the formatting of the whole second is done once per second: the
+    fraction is split off exactly as ``datetime.fromtimestamp`` does it (microseconds rounded half to
+    even, carrying into the second), and the rest comes from a one-entry cache.
+    """
+    global _second_cache
+    fraction, whole = math.modf(ts)
+    micros = round(fraction * 1e6)
+    if micros < 0:  # before 1970: not worth a fast path
+        moment = dt.datetime.fromtimestamp(ts, tz=dt.UTC)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    if micros >= 1_000_000:
+        micros -= 1_000_000
+        whole += 1.0
+    second, prefix = _second_cache
+    if whole != second:
+        prefix = dt.datetime.fromtimestamp(whole, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _second_cache = (whole, prefix)
+    return f"{prefix}{micros // 1000:03d}Z"
+
+
+_second_cache: tuple[float, str] = (math.nan, "")
 
 
 def utc_stamp(ts: float) -> str:

@@ -2,31 +2,42 @@
 
 Theory of operation
 -------------------
-A connection reads frames with `bouncerd.server.reader.FrameReader` (wire's framing and decoder, one
-msgpack decode per frame, a 10 MB observation read into place without intermediate copies) and
-validates each with `wire.check_request`. The first request must be ``hello``; anything else, or any
-`ProtocolError` (garbage, an oversized frame, an unknown op or field), ends the connection without
-further replies. A bad peer costs its own connection, never the daemon.
+A connection is an `asyncio.BufferedProtocol` on the accepted socket (the daemon runs on anyio's
+asyncio backend). The event loop reads straight into the connection's
+`bouncerd.server.reader.FrameBuffer` (wire's framing and decoder, one msgpack decode per frame, a
+10 MB observation read into place without intermediate copies) and calls `buffer_updated`, which
+decodes, validates (`wire.check_request`) and dispatches every whole frame at once, in that same turn
+of the loop: a request answered inline costs no task switch, no future and no extra turn, only its
+op and one ``send`` (the transport writes at once when its buffer is empty). The first request must
+be ``hello``; anything else, or any `ProtocolError` (garbage, an oversized frame, an unknown op or
+field), ends the connection without further replies. A bad peer costs its own connection, never the
+daemon.
 
 Order. Requests are pipelined (each carries an id; replies may come back in any order), but state
 changes happen in arrival order:
 
-- ``observe`` (and a hook's ``observe_text``) is handled inline in the read loop: journalled, then
-  acked. So observations of one connection are accepted in the order they arrived, and an ack is
-  never delayed by a verdict that is waiting.
+- ``observe`` (and a hook's ``observe_text``) is handled inline: journalled, then acked. So
+  observations of one connection are accepted in the order they arrived, and an ack is never delayed
+  by a verdict that is waiting. Back-pressure: while more raw observations wait to be indexed than
+  the index holds (`ObservationIndex.has_room`), the connection stops reading, and the observation
+  that found no room is accepted by a task once there is (then reading resumes, in order).
 - ``client``, ``tools``, ``verdict`` and a hook's ``check_builtin`` go through the connection's
   *lane*. A verdict (or a ``check_builtin``) must first wait until every observation accepted before
   it arrived (on any connection) has been indexed for taint.
   While a request waits in the lane, later lane requests queue behind it (so a ``tools`` cannot
   overtake a ``verdict`` that arrived first); when the lane is empty and nothing needs waiting, the
-  request is handled inline, which is the common case and costs no task switch.
-- ``status`` and ``ping`` change nothing and are answered inline.
+  request is handled inline, which is the common case. The lane's task answers the others.
+- ``status``, ``ping`` and the rest change nothing that orders with the above and are answered inline.
 
-Replies share one send lock, because inline replies and lane replies interleave.
+Replies go through the transport, which keeps them whole and in the order written. A peer that does
+not read its replies stops being read (the transport's pause_writing), so it cannot grow the daemon.
+When the peer shuts down its sending side, the connection stays open until the lane is empty: the
+peer may still read the replies.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -37,7 +48,7 @@ import anyio.abc
 from bouncerd import wire
 from bouncerd.errors import BouncerError, ProtocolError
 from bouncerd.server.peer import PeerCred
-from bouncerd.server.reader import FrameReader
+from bouncerd.server.reader import FrameBuffer
 from bouncerd.server.sessions import ServerEntry, Session
 
 if TYPE_CHECKING:
@@ -60,21 +71,29 @@ class RefusedError(BouncerError):
         self.code = code
 
 
-class Connection:
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, daemon: Daemon, stream: anyio.abc.SocketStream, cred: PeerCred) -> None:
         self.daemon = daemon
-        self.stream = stream
         self.cred = cred
         self.role: str | None = None
         self.instance: str | None = None
         self.session: Session | None = None
         self.server: ServerEntry | None = None
         self.policy_path: str | None = None  # the shim's --policy, layered over the user's policy
-        self._reader = FrameReader(stream.extra(anyio.abc.SocketAttribute.raw_socket))  # noqa: S610 - anyio
-        self._send_lock = anyio.Lock()
+        self._sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
+        self._frames = FrameBuffer()
+        self._transport: asyncio.Transport | None = None
+        self._greeted = False  # hello answered and accepted
         self._lane: deque[tuple[str, int, dict[str, Any], int]] = deque()
-        self._lane_wakeup: anyio.Event | None = None
-        self._lane_idle: anyio.Event | None = None  # set when the lane empties, if someone waits for it
+        self._lane_wakeup = anyio.Event()
+        self._stalled: tuple[str, int, dict[str, Any]] | None = None  # an observation waiting for room
+        self._write_paused = False
+        self._eof = False
+        self._closed = anyio.Event()
+        self._failure: Exception | None = None
+        self._ended = False  # nothing more is read or answered (a failure, a refused hello)
+        self._batch: list[bytes] | None = None  # replies of the frames being dispatched, sent together
+        self._tg: anyio.abc.TaskGroup | None = None
 
     # ---- what ops may ask of the connection ---------------------------------------------------
 
@@ -89,73 +108,163 @@ class Connection:
             raise RefusedError("no_server", "this op needs a server: send hello with role shim and a server")
         return session, self.server
 
-    # ---- the loop -----------------------------------------------------------------------------
+    # ---- the connection's life ----------------------------------------------------------------
 
     async def run(self) -> None:
-        first = await self._next_message()
-        if first is None:
-            return
-        op, rid = wire.check_request(first)
-        if op != "hello":
-            raise ProtocolError(f"the first request must be hello, not {op}")
-        reply, keep = self.daemon.hello(self, rid, first)
-        await self._send(reply)
-        if not keep:
-            return
-        failure: BaseException | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._run_lane)
-            try:
-                await self._read_loop()
-                if self._lane:  # the peer finished sending; it may still read the replies
-                    self._lane_idle = anyio.Event()
-                    await self._lane_idle.wait()
-            except Exception as exc:  # re-raised below, outside the task group, unwrapped
-                failure = exc
-            tg.cancel_scope.cancel()  # the peer broke the protocol or is gone: queued work has no reader
-        if failure is not None:
-            raise failure
+        """Serve the connection until it closes; re-raise what ended it (ProtocolError, a bug)."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await loop.connect_accepted_socket(lambda: self, self._sock)
+                tg.start_soon(self._run_lane)
+                await self._closed.wait()
+                tg.cancel_scope.cancel()  # queued work has no reader
+        finally:
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.abort()  # off the event loop before the stream closes the socket
+        if self._failure is not None:
+            raise self._failure
 
-    async def _read_loop(self) -> None:
-        observations = self.daemon.observations
-        while (msg := await self._next_message()) is not None:
-            op, rid = wire.check_request(msg)
-            if op in _OBSERVE_OPS:
-                await observations.wait_for_room()
-                await self._send(self._call(op, rid, msg))
-            elif op in _LANE_OPS:
-                target = observations.accepted_upto
-                waits = op in _WAITS_FOR_TAINT and self.daemon.needs_taint(self, op, msg)
-                if not self._lane and (not waits or observations.indexed_upto >= target):
-                    await self._send(self._call(op, rid, msg))
-                else:
-                    self._lane.append((op, rid, msg, target))
-                    if self._lane_wakeup is not None:
-                        self._lane_wakeup.set()
-            elif op == "hello":
-                raise ProtocolError("hello sent twice")
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed.set()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._maybe_finish()
+        return True  # keep the sending side open: lane replies may still be due
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if self._write_paused or self._stalled is not None:
+            transport.pause_reading()
+        else:
+            transport.resume_reading()
+
+    def _maybe_finish(self) -> None:
+        """After the peer's EOF: close once everything it asked for is answered."""
+        if self._eof and not self._lane and self._stalled is None and self._transport is not None:
+            self._transport.close()
+
+    def _fail(self, exc: Exception | None) -> None:
+        """Read and answer nothing more, and close once the replies already earned are sent (those of
+        the frames before a bad one, a refused hello's). With `exc` (a ProtocolError, a bug), `run`
+        raises it when the connection is closed."""
+        self._ended = True
+        self._lane.clear()
+        if self._failure is None:
+            self._failure = exc
+        if self._transport is not None:
+            self._flush_batch()
+            self._transport.close()
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames.updated(nbytes)
+        self._drain()
+
+    def _drain(self) -> None:
+        """Dispatch every whole frame received, in order, until done or an observation finds no room.
+        The replies of one read leave together in one ``send``: a burst of observations is acked at once."""
+        self._batch = []
+        try:
+            while self._stalled is None and not self._ended:
+                msg = self._frames.next_message()
+                if msg is None:
+                    break
+                self._dispatch(msg)
+        except Exception as exc:  # ProtocolError or a bug: this connection ends, the daemon goes on
+            self._fail(exc)
+        self._flush_batch()
+        self._batch = None
+
+    def _flush_batch(self) -> None:
+        batch = self._batch
+        if batch:
+            self._batch = []
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.write(batch[0] if len(batch) == 1 else b"".join(batch))
+
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        op, rid = wire.check_request(msg)
+        if not self._greeted:
+            if op != "hello":
+                raise ProtocolError(f"the first request must be hello, not {op}")
+            reply, keep = self.daemon.hello(self, rid, msg)
+            self._write(reply)
+            if keep:
+                self._greeted = True
             else:
-                await self._send(self._call(op, rid, msg))
+                self._fail(None)  # refused: the reply goes out, then the connection closes
+            return
+        observations = self.daemon.observations
+        if op in _OBSERVE_OPS:
+            if observations.has_room:
+                self._write(self._call(op, rid, msg))
+            else:
+                self._stalled = (op, rid, msg)
+                self._update_reading()
+                assert self._tg is not None
+                self._tg.start_soon(self._unstall)
+        elif op in _LANE_OPS:
+            target = observations.accepted_upto
+            waits = op in _WAITS_FOR_TAINT and self.daemon.needs_taint(self, op, msg)
+            if not self._lane and (not waits or observations.indexed_upto >= target):
+                self._write(self._call(op, rid, msg))
+            else:
+                self._lane.append((op, rid, msg, target))
+                self._lane_wakeup.set()
+        elif op == "hello":
+            raise ProtocolError("hello sent twice")
+        else:
+            self._write(self._call(op, rid, msg))
+
+    async def _unstall(self) -> None:
+        await self.daemon.observations.wait_for_room()
+        stalled = self._stalled
+        if stalled is None or self._ended:
+            return
+        op, rid, msg = stalled
+        self._write(self._call(op, rid, msg))
+        self._stalled = None
+        self._update_reading()
+        self._drain()  # frames that arrived behind it
+        self._maybe_finish()
 
     async def _run_lane(self) -> None:
         observations = self.daemon.observations
         while True:
             if not self._lane:
-                self._lane_wakeup = anyio.Event()
                 await self._lane_wakeup.wait()
-                self._lane_wakeup = None
+                self._lane_wakeup = anyio.Event()
                 continue
             op, rid, msg, target = self._lane[0]
             if op in _WAITS_FOR_TAINT and self.daemon.needs_taint(self, op, msg):
                 await observations.wait_indexed(target)
+            if not self._lane:  # the connection failed while this waited
+                continue
             reply = self._call(op, rid, msg)
             self._lane.popleft()  # only now: until its state change is done, later requests queue
-            try:
-                await self._send(reply)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
-                self._lane.clear()  # the peer is gone: nobody reads the rest
-            if not self._lane and self._lane_idle is not None:
-                self._lane_idle.set()
+            self._write(reply)
+            self._maybe_finish()
 
     def _call(self, op: str, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
         """Run one op synchronously; every failure becomes an error reply, never a dropped daemon."""
@@ -205,12 +314,12 @@ class Connection:
             log.exception("%s failed", op)
             return wire.error_reply(rid, "internal", f"bouncerd failed on {op}; see its log")
 
-    # ---- framing ------------------------------------------------------------------------------
+    # ---- writing ------------------------------------------------------------------------------
 
-    async def _next_message(self) -> dict[str, Any] | None:
-        return await self._reader.next_message()
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        frame = wire.encode(message)
-        async with self._send_lock:
-            await self.stream.send(frame)
+    def _write(self, message: dict[str, Any]) -> None:
+        if self._batch is not None:
+            self._batch.append(wire.encode(message))
+            return
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(wire.encode(message))

@@ -6,7 +6,7 @@ The file is a sequence of `bouncerd.wire` frames (4-byte length + one msgpack ma
 serves the socket and the disk. `append` encodes one entry and hands it to the kernel with a single
 ``write``/``writev`` on an ``O_APPEND`` descriptor; the daemon acknowledges a request only after that
 call returns. An entry holding a large bytes value (a raw upstream output) is encoded around it
-(`encode_parts`): the frame's bytes are exactly `wire.encode`'s, but the value goes to the kernel from
+(`wire.encode_parts`): the frame's bytes are exactly `wire.encode`'s, but the value goes to the kernel from
 its own buffer instead of being copied into a new frame first. Entry kinds (the ``k`` field) belong
 to the daemon and are described in `bouncerd/server/observations.py` and `bouncerd/server/daemon.py`;
 this module only stores frames.
@@ -33,63 +33,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
 from bouncerd import wire
 from bouncerd.errors import ProtocolError
+
+# Frames holding a large bytes value are written around it (see wire.encode_parts); re-exported here
+# because the journal is where that matters most.
+from bouncerd.wire import BLOB_MIN_BYTES as BLOB_MIN_BYTES
+from bouncerd.wire import encode_parts as encode_parts
 
 JOURNAL_NAME = "journal.bin"
 
 # Reading in slices of this size keeps start-up memory to one slice plus the largest frame.
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 
-# Bytes values at least this large are written from their own buffer rather than copied into the
-# frame. Below it a copy is cheaper than the extra encoding steps.
-BLOB_MIN_BYTES = 64 * 1024
-
 Entry = dict[str, Any]
-
-
-def encode_parts(entry: Mapping[str, Any]) -> list[bytes]:
-    """`wire.encode(entry)` as buffers whose concatenation is that frame; large bytes are not copied.
-
-    Raises ProtocolError if the frame would exceed `wire.MAX_FRAME_BYTES`.
-    """
-    if not any(isinstance(v, bytes) and len(v) >= BLOB_MIN_BYTES for v in entry.values()):
-        return [wire.encode(entry)]
-    packer = msgpack.Packer(use_bin_type=True)
-    parts: list[bytes] = []
-    head = bytearray(packer.pack_map_header(len(entry)))
-    for key, value in entry.items():
-        head += packer.pack(key)
-        if isinstance(value, bytes) and len(value) >= BLOB_MIN_BYTES:
-            head += _bin_header(len(value))
-            parts += [bytes(head), value]
-            head = bytearray()
-        else:
-            head += packer.pack(value)
-    parts.append(bytes(head))
-    length = sum(len(part) for part in parts)
-    if length > wire.MAX_FRAME_BYTES:
-        raise ProtocolError(f"frame of {length} bytes exceeds the limit of {wire.MAX_FRAME_BYTES}")
-    parts[0] = struct.pack(">I", length) + parts[0]
-    return parts
-
-
-def _bin_header(size: int) -> bytes:
-    """msgpack's header for a bin value of `size` bytes (bin 8, bin 16 or bin 32)."""
-    if size < 1 << 8:
-        return b"\xc4" + struct.pack(">B", size)
-    if size < 1 << 16:
-        return b"\xc5" + struct.pack(">H", size)
-    return b"\xc6" + struct.pack(">I", size)
 
 
 def _write_parts(fd: int, parts: list[bytes]) -> int:

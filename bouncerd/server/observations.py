@@ -18,7 +18,8 @@ the ack. So an observation goes through two steps:
    on disk together or not at all. Small payloads are extracted inline (cheaper than any hand-off).
    Large ones go to a worker *process* (`anyio.to_process`), not a thread: JSON parsing and regular
    expressions run in C holding the GIL, so a thread scanning 10 MB would stall the event loop, and
-   with it every ack, for as long as the scan takes.
+   with it every ack, for as long as the scan takes. The worker runs niced (see extraction.py): the
+   scan is background work and must not take the CPU from the client reading the same output.
 
 A verdict must see the taint of every output acknowledged before it arrived, on any connection: the
 daemon notes `accepted_upto` when the verdict arrives and awaits `wait_indexed` for it. On start,
@@ -38,7 +39,6 @@ indexer catches up (the shim's outputs wait; nothing is dropped).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -49,6 +49,7 @@ import anyio
 from bouncerd.core import taint
 from bouncerd.core.engine import Engine
 from bouncerd.errors import ProtocolError
+from bouncerd.server.extraction import extract, extract_in_worker
 
 log = logging.getLogger("bouncerd")
 
@@ -69,19 +70,6 @@ MAX_QUEUED_BYTES = 256 * 1024 * 1024
 # MCP server process; 4096 is far more than a person runs between two daemon restarts, and forgetting
 # an old instance only means a replay from it would be indexed twice (harmless: adds are idempotent).
 MAX_REMEMBERED_INSTANCES = 4096
-
-
-def extract(payload: bytes, source: taint.Source) -> list[taint.TokenRecord]:
-    """Taint records of one raw upstream line: as parsed JSON if it parses, else as text."""
-    text: Any
-    try:
-        text = json.loads(payload)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond the parser's stack
-        text = payload.decode("utf-8", "replace")
-    try:
-        return taint.extract(text, source)
-    except RecursionError:
-        return taint.extract(payload.decode("utf-8", "replace"), source)
 
 
 class ObservationIndex:
@@ -180,6 +168,11 @@ class ObservationIndex:
             self._work.set()
         return n
 
+    @property
+    def has_room(self) -> bool:
+        """Whether another observation may be accepted now (see MAX_QUEUED_BYTES)."""
+        return self._queued_bytes <= MAX_QUEUED_BYTES
+
     async def wait_for_room(self) -> None:
         while self._queued_bytes > MAX_QUEUED_BYTES:
             await self._progress_event().wait()
@@ -214,7 +207,7 @@ class ObservationIndex:
             try:
                 # cancellable: at shutdown the worker is killed and the entry stays queued (compacted raw).
                 return await anyio.to_process.run_sync(
-                    extract, payload, source, cancellable=True, limiter=self._workers
+                    extract_in_worker, payload, source, cancellable=True, limiter=self._workers
                 )
             except Exception as exc:  # a dead worker (OOM kill) or a bug in extraction
                 log.error("indexing observation %d in a worker failed (%s); indexing it here", n, exc)

@@ -4,9 +4,9 @@ Theory of operation
 -------------------
 The relay never performs I/O; it appends actions and the pump carries them out in order. There are
 five: a line for the client (stdout), a line for the upstream (its stdin), a frame for bouncerd
-(`daemon_frame` makes one), a diagnostic for stderr, and a stop with an exit status. Lines are handed
-over without their newline so a 50 MB line is never copied to append one. Actions compare by value,
-so tests can compare lists.
+(`daemon_frame` makes one, in parts so that a large payload is never copied into it), a diagnostic
+for stderr, and a stop with an exit status. Lines are handed over without their newline so a 50 MB
+line is never copied to append one. Actions compare by value, so tests can compare lists.
 """
 
 from __future__ import annotations
@@ -49,10 +49,15 @@ class SendUpstream(_Action):
 
 
 class SendDaemon(_Action):
-    __slots__ = ("frame",)
+    __slots__ = ("parts",)
 
-    def __init__(self, frame: bytes) -> None:
-        self.frame = frame
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts  # one frame, in pieces: a large payload is its own piece, never copied
+
+    @property
+    def frame(self) -> bytes:
+        """The frame as one bytes object (for tests; the pump writes the parts)."""
+        return b"".join(self.parts)
 
 
 class Diagnose(_Action):
@@ -73,10 +78,10 @@ class Stop(_Action):
 Action = SendClient | SendUpstream | SendDaemon | Diagnose | Stop
 
 
-def daemon_frame(message: Mapping[str, Any]) -> bytes | None:
-    """`message` as a frame for SendDaemon, or None if msgpack cannot carry it (a lone surrogate, an
-    integer beyond 64 bits, a frame over the size limit)."""
+def daemon_frame(message: Mapping[str, Any]) -> list[bytes] | None:
+    """`message` as the parts of one frame for SendDaemon (see `wire.encode_parts`), or None if msgpack
+    cannot carry it (a lone surrogate, an integer beyond 64 bits, a frame over the size limit)."""
     try:
-        return wire.encode(message)
+        return wire.encode_parts(message)
     except (ProtocolError, ValueError, TypeError, OverflowError):  # msgpack's refusals
         return None

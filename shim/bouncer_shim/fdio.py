@@ -7,7 +7,8 @@ loop on one thread: no event-loop framework (asyncio alone costs more start-up t
 whole budget over a direct server) and no thread hop per message. Every descriptor is put in
 non-blocking mode; a `Writer` keeps what could not be written yet as a queue of chunks and hands
 them to ``os.writev`` as they fit, so a 50 MB line is never copied to be written and many small
-lines leave in one system call.
+lines leave in one system call. A `Reader` reads into one buffer allocated up front, so a small
+message costs no fresh megabyte per read.
 
 A descriptor that `select` cannot watch (a regular file on stdin or stdout: epoll refuses those) is
 *always ready*: reads and writes on regular files never wait anyway, so the pump simply tries them.
@@ -51,16 +52,30 @@ def watchable(fd: int) -> bool:
     return True
 
 
-def read_some(fd: int) -> bytes | None:
-    """Up to READ_BYTES from `fd`: b"" at end of file, None if nothing is available now."""
-    try:
-        return os.read(fd, READ_BYTES)
-    except BlockingIOError:
-        return None
-    except OSError as exc:
-        if exc.errno in (errno.ECONNRESET, errno.EIO):
-            return b""
-        raise
+class Reader:
+    """Reads into one buffer allocated up front; each read returns a copy of exactly what came.
+
+    ``os.read(fd, READ_BYTES)`` would allocate READ_BYTES for every read and shrink it afterwards:
+    for a one-line message that is a fresh megabyte mapped, faulted in and unmapped on every turn of
+    the loop. Here the kernel writes into memory that stays mapped, and only the bytes read are copied.
+    The pump is single-threaded and consumes each read before the next, so one Reader serves every fd.
+    """
+
+    def __init__(self, size: int = READ_BYTES) -> None:
+        self._buf = bytearray(size)
+        self._view = memoryview(self._buf)
+
+    def read(self, fd: int) -> bytes | None:
+        """Up to the buffer's size from `fd`: b"" at end of file, None if nothing is available now."""
+        try:
+            n = os.readv(fd, (self._buf,))
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.ECONNRESET, errno.EIO):
+                return b""
+            raise
+        return self._view[:n].tobytes()
 
 
 class Writer:

@@ -37,8 +37,9 @@ if TYPE_CHECKING:  # typing costs milliseconds at import; the spawn must not wai
 UPSTREAM_EXIT_GRACE_SECONDS = 1.0
 UPSTREAM_TERM_GRACE_SECONDS = 1.0
 
-# The upstream's stdout pipe is enlarged to this on Linux (the unprivileged maximum by default), so a
-# 10 MB result takes ten reads instead of 160; where it cannot be, the default pipe is fine.
+# The upstream's stdout pipe (and the shim's own stdout, when the client gave it a pipe) is enlarged to
+# this on Linux (the unprivileged maximum by default), so a 10 MB result moves in ten reads and writes
+# instead of 160; where it cannot be, the default pipe is fine.
 PIPE_BYTES = 1024 * 1024
 
 # Shell conventions for a command that could not be started.
@@ -81,7 +82,7 @@ class Upstream:
         os.close(child_out)
         os.set_blocking(self.stdin_fd, False)
         os.set_blocking(self.stdout_fd, False)
-        _enlarge_pipe(self.stdout_fd)
+        enlarge_pipe(self.stdout_fd)
         self.status: int | None = None
 
     def poll(self) -> int | None:
@@ -150,7 +151,7 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _enlarge_pipe(fd: int) -> None:
+def enlarge_pipe(fd: int) -> None:
     if sys.platform.startswith("linux"):
         import fcntl
 

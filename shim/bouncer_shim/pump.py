@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from bouncer_shim.actions import Diagnose, SendClient, SendDaemon, SendUpstream, Stop
-from bouncer_shim.fdio import PeerGoneError, Writer, make_nonblocking, read_some, watchable
+from bouncer_shim.fdio import PeerGoneError, Reader, Writer, make_nonblocking, watchable
 from bouncer_shim.lines import LineSplitter, OversizedLine
 from bouncer_shim.link import Connected, DaemonLink, LinkEvent, Lost
-from bouncer_shim.proc import UPSTREAM_EXIT_GRACE_SECONDS, UPSTREAM_TERM_GRACE_SECONDS, Upstream
+from bouncer_shim.proc import UPSTREAM_EXIT_GRACE_SECONDS, UPSTREAM_TERM_GRACE_SECONDS, Upstream, enlarge_pipe
 from bouncer_shim.relay import Relay
 
 # A side stops being read while this much of what it sent waits to be written or acknowledged. Large
@@ -99,10 +99,12 @@ class Pump:
         self.stdin_watchable = watchable(stdin_fd)
         if _is_pipe_or_socket(stdout_fd):  # never a shared tty: its flags are the terminal's
             make_nonblocking(stdout_fd)
+            enlarge_pipe(stdout_fd)  # a large result leaves in a few writes (a no-op on a socket)
         self.stdout = Writer(stdout_fd)
         self.stdout_watchable = watchable(stdout_fd)
         assert upstream.stdin_fd is not None
         self.to_upstream = Writer(upstream.stdin_fd)
+        self._reader = Reader()
         self.client_lines = LineSplitter()
         self.upstream_lines = LineSplitter()
         self.upstream_status: int | None = None
@@ -254,7 +256,7 @@ class Pump:
     def _read_client(self) -> None:
         assert self.stdin_fd is not None
         try:
-            data = read_some(self.stdin_fd)
+            data = self._reader.read(self.stdin_fd)
         except OSError as exc:
             diagnose(f"reading stdin failed: {exc}")
             data = b""
@@ -281,7 +283,7 @@ class Pump:
         fd = self.upstream.stdout_fd
         assert fd is not None
         try:
-            data = read_some(fd)
+            data = self._reader.read(fd)
         except OSError as exc:
             diagnose(f"reading the server's stdout failed: {exc}")
             data = b""
@@ -314,7 +316,7 @@ class Pump:
                 elif isinstance(action, SendUpstream):
                     self.to_upstream.write_line(action.line)
                 elif isinstance(action, SendDaemon):
-                    self.link.send(action.frame)
+                    self.link.send(action.parts)
                 elif isinstance(action, Diagnose):
                     diagnose(action.message)
                 elif isinstance(action, Stop):
