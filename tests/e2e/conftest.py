@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,3 +112,29 @@ def daemon() -> Iterator[RunningDaemon]:
     finally:
         running.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def start(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., RunningDaemon]]:
+    """start(policy=None, **env) -> a serving daemon of its own (no desktop notifications unless a
+    test sets BOUNCER_NO_NOTIFY itself); all are stopped and their homes removed afterwards."""
+    from harness import write_policy  # harness imports this module: import it late
+
+    started: list[RunningDaemon] = []
+    monkeypatch.setenv("BOUNCER_NO_NOTIFY", "1")
+
+    def _start(policy: str | None = None, **env: str) -> RunningDaemon:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        home = short_home()
+        if policy is not None:
+            write_policy(home, policy)
+        running = spawn_daemon(home)
+        started.append(running)
+        wait_until_serving(running)
+        return running
+
+    yield _start
+    for running in started:
+        running.stop()
+        shutil.rmtree(running.home, ignore_errors=True)

@@ -11,18 +11,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from conftest import RunningDaemon, short_home, spawn_daemon, wait_until_serving
-from harness import audit_records, blocked_text, connect, fixture_server, shim_params, write_policy
+from conftest import RunningDaemon
+from harness import audit_records, blocked_text, connect, fixture_server, shim_params
 from mcp import MCPError
 
 from bouncerd.client import Client
@@ -52,29 +51,6 @@ WAIT_SECONDS = 15.0  # a bound for things that take milliseconds; never an expec
 
 
 # ---- helpers ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def start(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., RunningDaemon]]:
-    """start(policy=None, **env) -> a serving daemon; all are stopped and removed afterwards."""
-    started: list[RunningDaemon] = []
-    monkeypatch.setenv("BOUNCER_NO_NOTIFY", "1")
-
-    def _start(policy: str | None = None, **env: str) -> RunningDaemon:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        home = short_home()
-        if policy is not None:
-            write_policy(home, policy)
-        running = spawn_daemon(home)
-        started.append(running)
-        wait_until_serving(running)
-        return running
-
-    yield _start
-    for running in started:
-        running.stop()
-        shutil.rmtree(running.home, ignore_errors=True)
 
 
 def shim(daemon: RunningDaemon, session: str = "s1", server: str = "mail", instance: str = "i1") -> Client:

@@ -12,17 +12,15 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RunningDaemon, short_home, spawn_daemon, wait_until_serving
-from harness import audit_records, write_policy
+from conftest import RunningDaemon
+from harness import audit_records
 
 from bouncerd.client import Client
 from bouncerd.core import approvals as ap
@@ -37,28 +35,6 @@ ARGS = {"to": BOB}
 PROMPT = b"Approve? [y/N]"
 EXIT_NOT_A_TERMINAL = 4
 RUN_SECONDS = 30.0  # a bound for a command that takes well under a second; never an expectation
-
-
-@pytest.fixture
-def start(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., RunningDaemon]]:
-    started: list[RunningDaemon] = []
-    monkeypatch.setenv("BOUNCER_NO_NOTIFY", "1")
-
-    def _start(policy: str | None = None, **env: str) -> RunningDaemon:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        home = short_home()
-        if policy is not None:
-            write_policy(home, policy)
-        running = spawn_daemon(home)
-        started.append(running)
-        wait_until_serving(running)
-        return running
-
-    yield _start
-    for running in started:
-        running.stop()
-        shutil.rmtree(running.home, ignore_errors=True)
 
 
 def shim(daemon: RunningDaemon) -> Client:

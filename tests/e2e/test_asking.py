@@ -18,11 +18,10 @@ import json
 import os
 import queue
 import re
-import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,8 +29,8 @@ from typing import Any, ClassVar
 import anyio
 import mcp_types as types
 import pytest
-from conftest import RunningDaemon, short_home, spawn_daemon, wait_until_serving
-from harness import SHIM, audit_records, blocked_text, fixture_server, shim_params, write_policy
+from conftest import RunningDaemon
+from harness import SHIM, audit_records, blocked_text, fixture_server, shim_params
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
@@ -56,27 +55,6 @@ tools:
 """
 
 Elicit = Callable[[ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
-
-
-@pytest.fixture
-def start(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., RunningDaemon]]:
-    """start(policy=None) -> a serving daemon that raises no desktop notifications."""
-    started: list[RunningDaemon] = []
-    monkeypatch.setenv("BOUNCER_NO_NOTIFY", "1")
-
-    def _start(policy: str | None = None) -> RunningDaemon:
-        home = short_home()
-        if policy is not None:
-            write_policy(home, policy)
-        running = spawn_daemon(home)
-        started.append(running)
-        wait_until_serving(running)
-        return running
-
-    yield _start
-    for running in started:
-        running.stop()
-        shutil.rmtree(running.home, ignore_errors=True)
 
 
 def outbox(daemon: RunningDaemon) -> Path:
