@@ -13,7 +13,9 @@ to recognise it. So every untrusted string is read the way the model could read 
    least `MIN_BASE64_RUN` characters, line-wrapped runs joined, that decode to UTF-8 text. A decoded
    reading is decoded again, up to `MAX_DECODE_ROUNDS`, within a size budget (`MAX_EXPANSION`), so
    base64 of percent-encoded text is read too. Each decoder runs only on strings holding its trigger
-   (`%`, `&`, `\\`, `=?`, `=XX`, a long base64-alphabet run), found with C-speed scans.
+   (`%`, `&`, `\\`, `=?`, `=XX`, a long base64-alphabet run), found with C-speed scans: one-character
+   scans (memchr, ~20x cheaper than a substring search) first, and a multi-character trigger through
+   the occurrences of its rare character (`contains`).
 2. *Folding* (`fold`), identical for output and destinations: invisible characters removed (every
    format control — zero-width, bidi, soft hyphen, tags — combining marks, Hangul fillers, ASCII control
    characters), NFKD (full-width and mathematical letters become ASCII), Latin look-alikes mapped to
@@ -110,6 +112,25 @@ def _hidden() -> re.Pattern[str]:
     return re.compile(f"[{body}]+")
 
 
+# A substring search costs about 1 ms per MB of text, a one-character scan (memchr) about 0.05 ms. So
+# a needle with a rare character is found through that character's occurrences, checked one by one up
+# to this many (prose has none or a few); past them a plain search is cheaper than a Python loop.
+RARE_CHAR_CHECKS = 8
+
+
+def contains(text: str, needle: str, rare: int) -> bool:
+    """`needle in text`, found through the occurrences of `needle[rare]`, its rarest character."""
+    char = needle[rare]
+    i = text.find(char, rare)
+    for _ in range(RARE_CHAR_CHECKS):
+        if i < 0:
+            return False
+        if text.startswith(needle, i - rare):
+            return True
+        i = text.find(char, i + 1)
+    return i >= 0 and needle in text
+
+
 def clean(text: str) -> str:
     """Non-ASCII text with invisible characters removed and look-alikes mapped; case is kept.
 
@@ -138,7 +159,7 @@ def fold_clean(text: str) -> str:
     """Fold text that `clean` already saw: case folded, punycode labels decoded."""
     if text.isascii():
         text = text.lower()
-        if "xn--" not in text:
+        if not contains(text, "xn--", 0):
             return text
     else:
         text = text.casefold().translate(CONFUSABLES)
@@ -151,7 +172,8 @@ def fold_clean(text: str) -> str:
 
 def fold(text: str) -> str:
     """The folded form of any text: what output and destinations are compared in."""
-    return ASCII_CONTROLS.sub("", fold_clean(clean(text)))
+    folded = fold_clean(clean(text))
+    return folded if folded.isprintable() else ASCII_CONTROLS.sub("", folded)  # controls are unprintable
 
 
 # ---- decoders --------------------------------------------------------------------------------------
@@ -166,9 +188,10 @@ _MIME_WORD = re.compile(r"=\?([^?\s]{1,40})\?([bBqQ])\?([^?\s]*)\?=")
 _MIME_GAP = re.compile(r"(?<=\?=)\s+(?==\?)")
 # Quoted-printable writes upper-case hex (RFC 2045); requiring it keeps URL queries such as "?ref=de"
 # from being decoded as QP everywhere (decoding "=de" yields an invalid byte, then U+FFFD).
-_QP = re.compile(r"=[0-9A-F]{2}")
 # A soft line break counts only between word characters: base64 padding at a line end is not QP.
-_QP_SOFT = re.compile(r"=\r?\n(?=\w)")
+# One scan finds both: `=XX`, and `=` + line break before a word character (its left side is checked
+# in Python).
+_QP_TRIGGER = re.compile(r"=(?:[0-9A-F]{2}|\r?\n(?=\w))")
 _B64_RUN_START = b"b" * MIN_BASE64_RUN
 _B64_RUN_REST = re.compile(rb"b*=?=?(?:\r?\nb+=?=?)*")
 _B64_MASK = bytes(
@@ -221,7 +244,7 @@ def decode_inline(text: str) -> str:
         text = html.unescape(text)
     if "\\" in text and _JS_ESCAPE.search(text):
         text = _js_unescape(text)
-    if "=" in text and "=?" in text and _MIME_WORD.search(text):
+    if contains(text, "=?", 0) and _MIME_WORD.search(text):
         text = _MIME_WORD.sub(_mime_word, _MIME_GAP.sub("", text))
     return text
 
@@ -240,9 +263,10 @@ def decode_qp(text: str) -> str:
     """Quoted-printable `=XX` runs (as UTF-8) and soft line breaks; nothing else is touched."""
     if "=" not in text:
         return text
-    if not _QP.search(text) and not any(
-        m.start() and text[m.start() - 1].isalnum() for m in _QP_SOFT.finditer(text)
-    ):
+    for m in _QP_TRIGGER.finditer(text):
+        if m.group(0)[1] not in "\r\n" or (m.start() and text[m.start() - 1].isalnum()):
+            break
+    else:
         return text
     return _QP_RUN.sub(_qp_run, text)
 
@@ -256,11 +280,37 @@ def _as_text(raw: bytes) -> str | None:
     return text if bad <= len(text) * (1 - BASE64_MIN_PRINTABLE) else None
 
 
+_URLSAFE = bytes.maketrans(b"-_", b"+/")
+_PADDING = (b"", b"===", b"==", b"=")  # by length modulo 4 (a remainder of 1 is cut first)
+
+
 def decode_base64_text(blob: str) -> str | None:
     """One base64 (or base64url) blob decoded, if it decodes to text."""
     body = "".join(blob.split()).rstrip("=")
-    altchars = b"-_" if ("-" in body or "_" in body) else b"+/"
+    if not body.isascii():
+        return _decode_base64_text_slowly(body)
+    data = body.encode("ascii")
+    if "-" in body or "_" in body:
+        data = data.translate(_URLSAFE)  # what base64.b64decode does with altchars=b"-_"
     for skip in range(4):  # a run glued to a preceding word starts off the 4-character grid
+        part = data[skip:]
+        n = len(part)
+        if n % 4 == 1:
+            part, n = part[:-1], n - 1
+        try:
+            raw = binascii.a2b_base64(part + _PADDING[n % 4])
+        except binascii.Error:
+            continue
+        text = _as_text(raw)
+        if text is not None:
+            return text
+    return None
+
+
+def _decode_base64_text_slowly(body: str) -> str | None:
+    """`decode_base64_text` of a body with non-ASCII characters: only the offsets that skip them decode."""
+    altchars = b"-_" if ("-" in body or "_" in body) else b"+/"
+    for skip in range(4):
         part = body[skip:]
         if len(part) % 4 == 1:
             part = part[:-1]
@@ -272,6 +322,11 @@ def decode_base64_text(blob: str) -> str | None:
         if text is not None:
             return text
     return None
+
+
+def has_base64_run(text: str) -> bool:
+    """Whether `text` holds a run of the base64 alphabet of at least `MIN_BASE64_RUN` characters."""
+    return text.encode("ascii", "replace").translate(_B64_MASK).find(_B64_RUN_START) >= 0
 
 
 def base64_runs(text: str) -> list[str]:
@@ -304,8 +359,7 @@ def decoded(text: str) -> Iterator[str]:
 
 # ---- assembled spellings ---------------------------------------------------------------------------
 
-# (cheap gate, marker): the marker regex runs only when its gate substring is present (single-character
-# gates are a memchr; multi-character ones cost about 1 ms per MB each, so there are few of them).
+# (gate, marker): the marker regex runs only when its gate substring is present.
 _MARKERS = [
     (" dot ", re.compile(r" dot +(?=\w)")),  # these two count only after a word character
     (" @ ", re.compile(r" @ +(?=\w)")),
@@ -322,11 +376,28 @@ _AS_COLON = re.compile(r"\[ *(:|://|/) *\]")
 _AS_HXXP = re.compile(r"\bh(?:xx|\*\*)p(s?)\b")
 
 
+def _any_marker_gate(folded: str) -> bool:
+    """Whether a gate of `_MARKERS` is present (the common answer is no): one byte scan per one-character
+    gate, " @ " and "hxxp" found through their rare character, " dot " (no rare character) plainly."""
+    return (
+        " dot " in folded
+        or "[" in folded
+        or "(" in folded
+        or "{" in folded
+        or "<" in folded
+        or "*" in folded
+        or contains(folded, " @ ", 1)
+        or contains(folded, "hxxp", 1)
+    )
+
+
 def assembled(folded: str) -> str | None:
     """Windows around "dot"/"[.]"/"(at)"/"hxxp" markers, rewritten to plain `@`, `.` and `http`."""
+    if not _any_marker_gate(folded):
+        return None
     spans: list[tuple[int, int]] = []
     for gate, marker in _MARKERS:
-        if (gate != " @ " or "@" in folded) and gate in folded:
+        if gate in folded:
             for m in marker.finditer(folded):
                 p = m.start()
                 if gate[0] == " " and (p == 0 or not folded[p - 1].isalnum()):
@@ -355,7 +426,7 @@ def views(text: str) -> Iterator[str]:
     """Every folded reading of one untrusted string: as written, decoded, and assembled."""
     budget = len(text) * MAX_EXPANSION + EXPANSION_SLACK
     frontier = [text]
-    seen = {text}
+    seen: set[str] | None = None  # the readings so far, built on the first decoded one (hashing costs)
     for round_ in range(MAX_DECODE_ROUNDS + 1):
         following: list[str] = []
         for raw in frontier:
@@ -368,6 +439,8 @@ def views(text: str) -> Iterator[str]:
             if round_ == MAX_DECODE_ROUNDS:
                 continue
             for d in decoded(cleaned):
+                if seen is None:
+                    seen = {text}
                 if d not in seen and len(d) <= budget:
                     budget -= len(d)
                     seen.add(d)

@@ -4,9 +4,10 @@ Theory of operation
 -------------------
 `extract` (pure; the daemon runs it on every upstream message) turns one message into `TokenRecord`s:
 every string in it is untrusted (results, errors, notifications, tool descriptions, server requests,
-dict keys too), and each is read through `tokens.text_keys` (decoded, folded, tokenised). Where the
-output is structured (`structuredContent`, a text item that parses as JSON or YAML to a mapping or a
-list of mappings, or a text that opens with a mail header block) each string keeps its field path
+dict keys too). A walk lists each string with its field and class; then each distinct string is read
+through `tokens.key_tuple` (decoded, folded, tokenised) and its keys are merged. Where the output is
+structured (`structuredContent`, a text item that parses as JSON or YAML to a mapping or a list of
+mappings, or a text that opens with a mail header block) each string keeps its field path
 (`messages[0].sender`) and whether the field is an *identity* field (sender, to, participants,
 email, owner, iban, …: see `IDENTITY_PARTS`) or free text (body, description, subject, anything
 unknown, and all unstructured text). An identity value is also indexed whole (`"Mallory Smith"`).
@@ -40,9 +41,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import islice
 from typing import Any, NamedTuple
 
@@ -126,7 +127,8 @@ _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 @lru_cache(maxsize=4096)
 def field_is_identity(name: str) -> bool | None:
     """True for an identity field name, False for free text, None when the name says neither."""
-    for part in reversed(_NAME_PARTS.findall(name)):
+    parts: list[str] = _NAME_PARTS.findall(name)  # typed: mypyc cannot iterate reversed(list[Any])
+    for part in reversed(parts):
         part = part.lower()
         if part in IDENTITY_PARTS:
             return True
@@ -146,44 +148,62 @@ _HEADER_LINE = re.compile(r"([A-Za-z][A-Za-z0-9 _-]{0,40}):[ \t]*(.*)")
 
 
 class _Collector:
-    """Keys of one output with their provenance, free-text sightings preferred."""
+    """The strings of one output in document order, each with its field and class (`sight`), then their
+    keys with provenance, free-text sightings preferred (`records`)."""
+
+    __slots__ = ("mirror", "sight", "sightings", "source")
 
     def __init__(self, source: Source) -> None:
         self.source = source
-        self.provs: dict[tuple[str | None, bool], Provenance] = {}
-        self.keys: dict[str, Provenance] = {}
-        self.found: dict[str, tuple[str, ...]] = {}  # text -> its keys (outputs repeat their values)
+        self.sightings: list[tuple[str, str | None, bool]] = []  # (text, field, identity)
+        self.sight = self.sightings.append  # a C call per string: walkers call it for every value
         self.mirror: Any = None  # structuredContent, which text items often repeat as JSON
 
-    def add(self, text: str, field: str | None, identity: bool) -> None:
-        if len(text) < MIN_DESTINATION_CHARS:
-            return
-        found = self.found.get(text)
-        if found is None:
-            found = self.found[text] = tuple(tokens.text_keys(text))
-        if identity:
-            if len(text) > MAX_IDENTITY_VALUE_CHARS:
-                identity = False
-            else:
-                whole = " ".join(fold.fold(text).split())
-                if len(whole) >= MIN_DESTINATION_CHARS and whole not in found:
-                    found = (*found, whole)
-        if not found:
-            return
-        prov = self.provs.get((field, identity))
-        if prov is None:
-            s = self.source
-            prov = self.provs[(field, identity)] = Provenance(
-                s.server, s.tool, s.request_id, s.ts, field, identity
-            )
-        keys = self.keys
-        for key in found:
-            old = keys.get(key)
-            if old is None or (old.identity and not identity):
-                keys[key] = prov
-
     def records(self) -> list[TokenRecord]:
-        return [TokenRecord(k, p) for k, p in self.keys.items()]
+        found: dict[str, tuple[str, ...]] = {}  # text -> its keys (outputs repeat their values)
+        provs: dict[tuple[str | None, bool], Provenance] = {}
+        keys: dict[str, Provenance] = {}
+        get = keys.get
+        key_tuple = tokens.key_tuple
+        for text, field, identity in self.sightings:
+            if len(text) < MIN_DESTINATION_CHARS:
+                continue
+            got = found.get(text)
+            if got is None:
+                got = found[text] = key_tuple(text)
+            if identity:
+                if len(text) > MAX_IDENTITY_VALUE_CHARS:
+                    identity = False
+                else:
+                    whole = _whole_value(text)
+                    if len(whole) >= MIN_DESTINATION_CHARS and whole not in got:
+                        got = (*got, whole)
+            if not got:
+                continue
+            prov = provs.get((field, identity))
+            if prov is None:
+                s = self.source
+                prov = provs[(field, identity)] = Provenance(
+                    s.server, s.tool, s.request_id, s.ts, field, identity
+                )
+            for key in got:
+                old = get(key)
+                if old is None or (old.identity and not identity):
+                    keys[key] = prov
+        return list(map(_as_record, keys.items()))
+
+
+# `TokenRecord(k, p)` runs the generated Python `__new__`; building the tuple subclass directly is C.
+_as_record: Callable[[tuple[str, Provenance]], TokenRecord] = partial(tuple.__new__, TokenRecord)
+
+
+def _whole_value(text: str) -> str:
+    """An identity value folded whole, whitespace runs collapsed (`"Mallory  Smith"`)."""
+    if text.isascii() and text.isprintable() and " " not in text:
+        whole = fold.fold_clean(text)  # `fold` of printable ASCII, which has no control characters
+        if whole.isascii():
+            return whole  # printable ASCII without a space: nothing to collapse
+    return " ".join(fold.fold(text).split())
 
 
 def _record_like(value: Any) -> bool:
@@ -211,11 +231,15 @@ def parse_structured(text: str) -> Any | None:
 
 def _header_block(text: str) -> tuple[list[tuple[str, str]], str] | None:
     """`From: …\\nTo: …\\n\\nbody` as ([(name, value)], body), if it names at least one party."""
-    lines = text.split("\n", MAX_HEADER_LINES + 1)
     headers: list[tuple[str, str]] = []
-    i = 0
-    while i < len(lines) and i <= MAX_HEADER_LINES:
-        line = lines[i].rstrip("\r")
+    pos, end = 0, len(text)  # the current line starts at `pos`; past `end` there is none
+    for _ in range(MAX_HEADER_LINES + 1):
+        if pos > end:
+            break
+        eol = text.find("\n", pos)
+        if eol < 0:
+            eol = end
+        line = text[pos:eol].rstrip("\r")
         if headers and line[:1] in (" ", "\t") and line.strip():
             headers[-1] = (headers[-1][0], headers[-1][1] + " " + line.strip())
         else:
@@ -223,46 +247,69 @@ def _header_block(text: str) -> tuple[list[tuple[str, str]], str] | None:
             if m is None:
                 break
             headers.append((m.group(1), m.group(2)))
-        i += 1
+        pos = eol + 1
     if len(headers) < 2 or not any(field_is_identity(name) for name, _ in headers):
         return None
-    return headers, "\n".join(lines[i:])
+    return headers, text[pos:]
 
 
 def _walk_structured(value: Any, collector: _Collector) -> None:
-    """Walk structured output in document order, each string with its field path and class."""
+    """Walk structured output in document order, each string with its field path and class.
+
+    Values that cannot hold a key (None, booleans, strings shorter than a key) are not stacked."""
     stack: list[tuple[Any, str, bool]] = [(value, "", False)]
     seen: set[int] = set()  # YAML aliases share objects: walk each container once
-    add = collector.add
+    sight = collector.sight
+    push = stack.append
     while stack:
         node, path, identity = stack.pop()
         if isinstance(node, str):
-            if len(node) >= MIN_DESTINATION_CHARS:
-                add(node, path or None, identity)
+            sight((node, path or None, identity))
         elif isinstance(node, dict):
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            children = []
+            field = path or None
             deep = len(path) >= MAX_FIELD_PATH_CHARS
+            children = []
             for k, v in node.items():
-                name = str(k)
+                name = k if type(k) is str else str(k)
                 if len(name) >= MIN_DESTINATION_CHARS:
-                    add(name, path or None, identity)
+                    sight((name, field, identity))
+                if (
+                    v is None
+                    or v is True
+                    or v is False
+                    or (type(v) is str and len(v) < MIN_DESTINATION_CHARS)
+                ):
+                    continue
                 cls = field_is_identity(name)
-                sub = path if deep else (f"{path}.{name}" if path else name)
-                children.append((v, sub, identity if cls is None else cls))
-            stack.extend(reversed(children))
+                children.append(
+                    (
+                        v,
+                        path if deep else f"{path}.{name}" if path else name,
+                        identity if cls is None else cls,
+                    )
+                )
+            children.reverse()
+            stack += children
         elif isinstance(node, list):
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            if len(path) >= MAX_FIELD_PATH_CHARS:
-                stack.extend((v, path, identity) for v in reversed(node))
-            else:
-                stack.extend((node[i], f"{path}[{i}]", identity) for i in range(len(node) - 1, -1, -1))
+            deep = len(path) >= MAX_FIELD_PATH_CHARS
+            for i in range(len(node) - 1, -1, -1):
+                v = node[i]
+                if (
+                    v is None
+                    or v is True
+                    or v is False
+                    or (type(v) is str and len(v) < MIN_DESTINATION_CHARS)
+                ):
+                    continue
+                push((v, path if deep else f"{path}[{i}]", identity))
         elif node is not None and not isinstance(node, bool):
-            add(str(node), path or None, identity)
+            sight((str(node), path or None, identity))
 
 
 def _text_item(text: str, collector: _Collector) -> None:
@@ -275,10 +322,10 @@ def _text_item(text: str, collector: _Collector) -> None:
     if block is not None:
         headers, body = block
         for name, value in headers:
-            collector.add(value, name.lower(), bool(field_is_identity(name)))
-        collector.add(body, None, False)
+            collector.sight((value, name.lower(), bool(field_is_identity(name))))
+        collector.sight((body, None, False))
         return
-    collector.add(text, None, False)
+    collector.sight((text, None, False))
 
 
 def _blob_text(blob: Any) -> str | None:
@@ -292,7 +339,7 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
     while stack:
         node = stack.pop()
         if isinstance(node, str):
-            collector.add(node, None, False)
+            collector.sight((node, None, False))
         elif isinstance(node, list):
             stack.extend(node)
         elif isinstance(node, dict):
@@ -300,7 +347,9 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
             if "structuredContent" in node:
                 collector.mirror = node["structuredContent"]
             for k, v in node.items():
-                collector.add(str(k), None, False)
+                name = k if type(k) is str else str(k)
+                if len(name) >= MIN_DESTINATION_CHARS:
+                    collector.sight((name, None, False))
                 if k == "structuredContent":
                     _walk_structured(v, collector)
                 elif k == "text" and isinstance(v, str) and (kind == "text" or "uri" in node):
@@ -314,7 +363,7 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
                 else:
                     stack.append(v)
         elif node is not None and not isinstance(node, bool):
-            collector.add(str(node), None, False)
+            collector.sight((str(node), None, False))
 
 
 def extract(payload: Any, source: Source) -> list[TokenRecord]:
@@ -422,36 +471,40 @@ class TaintIndex:
         return self._evicted.count if self._evicted is not None else 0
 
     def _intern(self, prov: Provenance) -> Provenance:
-        got = self._interned.get(prov)
+        interned = self._interned
+        if len(interned) < MAX_INTERNED:
+            return interned.setdefault(prov, prov)  # one hash (a dataclass hashes in Python)
+        got = interned.get(prov)
         if got is None:
-            if len(self._interned) >= MAX_INTERNED:
-                self._interned.clear()
-            got = self._interned[prov] = prov
+            interned.clear()
+            got = interned[prov] = prov
         return got
 
     def add(self, records: Iterable[TokenRecord]) -> int:
         """Record keys (from `extract`, or replayed from the journal); returns how many were new."""
         live = self._live
-        limit = self.max_keys
+        get = live.get
+        room = self.max_keys - len(live)  # new keys before the next eviction
         added = 0
         last_in: Provenance | None = None
-        last_out: Provenance | None = None
-        for rec in records:
-            key = rec.token
-            if len(key) < MIN_DESTINATION_CHARS:
-                continue
-            if rec.provenance is not last_in:
-                last_in = rec.provenance
-                last_out = self._intern(last_in)
-            assert last_out is not None
-            old = live.get(key)
+        shared: Provenance  # the interned `last_in`, set with it
+        for key, prov in records:
+            old = get(key)
             if old is None:
-                live[key] = last_out
+                if len(key) < MIN_DESTINATION_CHARS:
+                    continue  # (never live: only this method adds keys)
+                if prov is not last_in:
+                    last_in, shared = prov, self._intern(prov)
+                live[key] = shared
                 added += 1
-                if len(live) > limit:
+                room -= 1
+                if room < 0:
                     self._evict()
-            elif old.identity and not last_out.identity:
-                live[key] = last_out  # a free-text sighting outranks an identity one; order unchanged
+                    room = self.max_keys - len(live)
+            elif old.identity and not prov.identity:
+                if prov is not last_in:
+                    last_in, shared = prov, self._intern(prov)
+                live[key] = shared  # a free-text sighting outranks an identity one; order kept
         return added
 
     def _evict(self) -> None:

@@ -5,9 +5,10 @@ Theory of operation
 Matching is on whole tokens: a token is a maximal run of the characters it can contain, so
 `ana@x.com` is not found inside `dana@x.com` and `x.com` is not found inside `ana@x.com`. The
 tokenizer never walks text character by character in Python: it maps the folded text to a byte mask
-(one `bytes.translate`), finds *anchors* (`@`, `#`, a `.` inside a word, `://`) with literal scans,
-cuts the chunk around each anchor at the nearest delimiter with `find`/`rfind`, and parses only those
-chunks. Digit runs (phones, IBANs) are found in the same mask with literal-prefixed patterns.
+(one `bytes.translate`), finds *anchors* (`@`, `#`, a `.` inside a word, `://`) with literal scans
+(byte scans for the rare `@` and `://`, literal-prefixed patterns for the rest), cuts the chunk around
+each anchor at the nearest delimiter with `find`/`rfind`, and parses only those chunks. Digit runs
+(phones, IBANs) are found in the same mask with literal-prefixed patterns, only where a digit appears.
 
 Token classes and their keys (all in folded form; keys shorter than `MIN_KEY_CHARS` are dropped):
 - **e-mail**: `local@domain`; `+tag` removed (the key of `a+tag@x.com` is `a@x.com`: the tag reaches
@@ -27,15 +28,21 @@ Token classes and their keys (all in folded form; keys shorter than `MIN_KEY_CHA
   so `channel: "general"` matches `#general`.
 - a spelled-out `at` before a host (`attacker at evil.com`) is read as an e-mail address.
 
-Short ASCII strings without any decoding trigger (most values of structured output) skip `fold.views`
-and, when they are one address, the chunk machinery too.
+Short strings (most values of structured output: ids, dates, names, single addresses) recur across
+outputs, so their keys are kept in a bounded process-wide cache (`SHORT_CACHE_ENTRIES`); those that
+are ASCII without any decoding trigger skip `fold.views`, and a single address skips the chunk
+machinery too. Cost model behind these choices (CPython, per MB of text): a one-character scan
+(memchr) ~0.05 ms, a multi-character substring search or `bytes.translate` ~1 ms, a regex scan 2-5 ms;
+a Python function call or regex call ~0.2 µs each. So scans are few, gated by cheap ones, and the
+per-token Python work runs only on chunks around anchors.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import NamedTuple
+from functools import lru_cache
+from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 from bouncerd.core import fold
@@ -111,6 +118,8 @@ def shorten(key: str) -> str:
 def _segments(path: str) -> list[str]:
     if "%" in path:
         path = unquote(path, errors="replace")
+    if "." not in path:
+        return [seg for seg in path.split("/") if seg]  # no "." or ".." segment to resolve
     out: list[str] = []
     for seg in path.split("/"):
         if seg == "..":
@@ -137,7 +146,7 @@ def url_keys(
     hkey = host_key(host)
     if hkey is None:
         return None
-    hosts = host_keys(hkey)
+    hosts = host_keys(hkey) if hkey.startswith("www.") else [hkey]
     base = hosts[-1]
     if port and port not in DEFAULT_PORTS.get(scheme, frozenset()):
         base = f"{base}:{port.lstrip('0') or '0'}"
@@ -212,9 +221,15 @@ def _mask_byte(c: int) -> int:
 
 
 _MASK = bytes(_mask_byte(c) for c in range(256))
-_ANCHORS = (re.compile(rb"@[^ ]"), re.compile(rb"\.[^ .]"), re.compile(rb"#[a0w]"))
+# Anchors in the mask: "@" before a non-delimiter (found by `_positions`, `_AT` past the loop limit), a
+# "." before a token character, "#" before a word character.
+_AT = re.compile(rb"@")
+_DOT_ANCHOR = re.compile(rb"\.[^ .]")
+_HASH_ANCHOR = re.compile(rb"#[a0w]")
 _SCHEME_SEP = re.compile(r"://")
-_PHONE = re.compile(rb"0[0 .\-/]{%d,}0" % (PHONE_MIN_DIGITS - 2))
+# A phone-shaped run starts at a digit that does not follow a digit: a match cannot start inside a digit
+# run (the attempt at the run's first digit would have matched a superset), so those attempts are skipped.
+_PHONE = re.compile(rb"0(?<!00)[0 .\-/]{%d,}0" % (PHONE_MIN_DIGITS - 2))
 _IBAN = re.compile(rb"aa00(?: ?[a0]{4}){2,7}(?: ?[a0]{1,3})?")
 _DATE = re.compile(rb"0000([-/.])00?\100?|00?([-/.])00?\2(?:00)?00")
 _EDGE = ".:!?*'~=-"
@@ -248,16 +263,18 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
                 out.add(key)
     if "//" in chunk and ("://" in chunk or chunk.startswith("//")):
         whole = URL.fullmatch(chunk)
-        for m in [whole] if whole is not None else URL.finditer(chunk):
-            got = url_keys(m.group(1) or "", m.group(2), m.group(3), m.group(4), m.group(5), m.group(6))
+        if whole is None:
+            for m in URL.finditer(chunk):
+                got = url_keys(m.group(1) or "", m.group(2), m.group(3), m.group(4), m.group(5), m.group(6))
+                if got is not None:
+                    out.update(got.all())
+        else:
+            scheme, host, port, path, query, fragment = whole.groups()
+            got = url_keys(scheme or "", host, port, path, query, fragment)
             if got is not None:
                 out.update(got.all())
-        if (
-            whole is not None
-            and "@" not in chunk
-            and "." not in (whole.group(4) or "") + (whole.group(5) or "")
-        ):
-            return  # one URL with no host or address in its path or query
+            if "@" not in chunk and "." not in path and (query is None or "." not in query):
+                return  # one URL with no host or address in its path or query
     if "." in chunk:
         for m in HOSTPATH.finditer(chunk):
             got = url_keys("", m.group(1), m.group(2), m.group(3) or "", m.group(4), m.group(5))
@@ -282,8 +299,13 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
 
 
 def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
+    """Phone numbers and IBANs. Only a text with two digits in a row is read (so "1 2 3 4 5 6 7 8" alone
+    is not a phone); that test costs a scan, so it runs only once a candidate is found."""
     n = len(mask)
+    found: list[str] = []
+    shaped = False  # whether any run is phone-shaped: every IBAN needle below lies inside such a run
     for m in _PHONE.finditer(mask):
+        shaped = True
         a, b = m.start(), m.end()
         if (a > 0 and mask[a - 1] in b"aw0") or (b < n and mask[b] in b"aw"):
             continue
@@ -291,7 +313,11 @@ def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
             continue  # 2026-05-09, 09/05/2026: dates, not phone numbers
         if a > 0 and mask[a - 1] == ord("+"):
             a -= 1
-        out.update(phone_keys(text[a:b]))
+        found += phone_keys(text[a:b])
+    if found and b"00" in mask:
+        out.update(found)
+    if not shaped:
+        return
     # Every IBAN's account part has 8 digits in a row or two 4-digit groups: find those (memchr-fast),
     # then try the nearest "letters, digits" start before them.
     for needle in (b"0000 0000", b"00000000"):
@@ -307,7 +333,37 @@ def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
                 key = iban_key(text[a:b])
                 if key is not None:
                     out.add(key)
-            i = mask.find(needle, b)
+            i = mask.find(needle, max(b, i + len(needle)))  # the match can end before the needle
+
+
+# "@" and "://" are rare: their positions are found with byte scans, one at a time; past this many in
+# one text a regex scan is cheaper than the Python loop.
+MAX_ANCHOR_LOOP = 16
+
+
+def _positions(haystack: str | bytes, needle: Any, pattern: re.Pattern[Any]) -> list[int]:
+    """Start of every non-overlapping `needle` (which `pattern` matches exactly)."""
+    found: list[int] = []
+    i = haystack.find(needle)
+    while i >= 0:
+        if len(found) == MAX_ANCHOR_LOOP:
+            return [m.start() for m in pattern.finditer(haystack)]
+        found.append(i)
+        i = haystack.find(needle, i + len(needle))
+    return found
+
+
+def _anchors(text: str, mask: bytes) -> list[int]:
+    """Sorted positions of `@` and `#` before a token character, `.` inside a word, and `://`."""
+    anchors = [p for p in _positions(mask, b"@", _AT) if mask[p + 1 : p + 2] not in (b" ", b"")]
+    if b"." in mask:
+        anchors += [m.start() for m in _DOT_ANCHOR.finditer(mask)]
+    if b"#" in mask:
+        anchors += [m.start() for m in _HASH_ANCHOR.finditer(mask)]
+    if "://" in text:
+        anchors += _positions(text, "://", _SCHEME_SEP)
+    anchors.sort()
+    return anchors
 
 
 def keys_in(text: str, out: set[str]) -> None:
@@ -318,13 +374,7 @@ def keys_in(text: str, out: set[str]) -> None:
     if b"C" in mask:
         text = fold.ASCII_CONTROLS.sub("", text)
         mask = text.encode("ascii", "replace").translate(_MASK)
-    anchors: list[int] = []
-    for byte, pattern in zip(b"@.#", _ANCHORS, strict=True):
-        if byte in mask:
-            anchors += [m.start() for m in pattern.finditer(mask)]
-    if "://" in text:
-        anchors += [m.start() for m in _SCHEME_SEP.finditer(text)]
-    anchors.sort()
+    anchors = _anchors(text, mask)
     covered = -1
     for p in anchors:
         if p < covered:
@@ -335,36 +385,72 @@ def keys_in(text: str, out: set[str]) -> None:
             b = len(mask)
         covered = b
         _chunk_keys(text, mask, a, b, out)
-    if b"00" in mask and mask.count(b"0") >= PHONE_MIN_DIGITS:
+    if b"0" in mask:
         _numeric_keys(text, mask, out)
 
 
-# A short ASCII string with none of these has exactly one reading: itself, lower-cased (the fast path
-# for the many small values of structured output: ids, dates, names, single addresses).
+# Strings up to this long are "short": cached, and read by the fast path below when they can be.
 SHORT_TEXT_CHARS = 256
-_READING_TRIGGERS = re.compile(
-    r"[%&\\=\[({<]|xn--| dot | @ |hxxp|h\*\*p|[A-Za-z0-9+/_-]{" + str(fold.MIN_BASE64_RUN) + "}",
-    re.IGNORECASE,
-)
+# Short strings recur across outputs (field names, dates, senders, status words), so their keys are
+# cached, least recently used first out. An entry (string, key tuple, cache node) takes at most ~700
+# bytes, so the cache stays under ~6 MB (~2 MB for typical 30-character values).
+SHORT_CACHE_ENTRIES = 8192
+_TRIGGER_CHARS = re.compile(r"[%&\\=\[({<]")
 _TOKEN_CHARS = re.compile(r"[@.#/0-9]")
+
+
+def _has_reading_trigger(low: str) -> bool:
+    """Whether a lower-cased ASCII string may read as more than itself: it holds a decoder's trigger
+    character (`% & \\ = [ ( { <`), an assembled-spelling marker (" dot ", " @ ", "hxxp", "h**p"), a
+    punycode label or a run of `fold.MIN_BASE64_RUN` base64 characters. Each multi-character needle is
+    searched only after a one-byte scan for one of its characters."""
+    return (
+        _TRIGGER_CHARS.search(low) is not None
+        or ("-" in low and "xn--" in low)
+        or (" " in low and (" dot " in low or " @ " in low))
+        or ("x" in low and "hxxp" in low)
+        or ("*" in low and "h**p" in low)
+        or (len(low) >= fold.MIN_BASE64_RUN and fold.has_base64_run(low))
+    )
+
+
+def _general_keys(text: str) -> tuple[str, ...]:
+    """The keys of every reading of `text` (`fold.views`)."""
+    out: set[str] = set()
+    for view in fold.views(text):
+        keys_in(view, out)
+    return tuple([k for k in out if len(k) >= MIN_KEY_CHARS])
+
+
+@lru_cache(maxsize=SHORT_CACHE_ENTRIES)
+def _short_keys(text: str) -> tuple[str, ...]:
+    """The keys of a short string: ASCII without a reading trigger is read as itself, lower-cased."""
+    if not text.isascii():
+        return _general_keys(text)
+    folded = text.lower()
+    if "@" in folded and " " not in folded:
+        m = _EMAIL_FULL.fullmatch(folded)
+        if m is not None:  # one address (the commonest short value): of the triggers only these fit in one
+            if fold.contains(folded, "xn--", 0) or "hxxp" in folded or fold.has_base64_run(folded):
+                return _general_keys(text)
+            key = email_key(m.group(1), m.group(2))
+            return (key,) if key is not None and len(key) >= MIN_KEY_CHARS else ()
+    if _has_reading_trigger(folded):
+        return _general_keys(text)
+    if not _TOKEN_CHARS.search(folded):
+        return ()
+    out: set[str] = set()
+    keys_in(folded, out)
+    return tuple([k for k in out if len(k) >= MIN_KEY_CHARS])
+
+
+def key_tuple(text: str) -> tuple[str, ...]:
+    """Every key found in every reading (`fold.views`) of one untrusted string, each once."""
+    if len(text) <= SHORT_TEXT_CHARS:
+        return _short_keys(text)
+    return _general_keys(text)
 
 
 def text_keys(text: str) -> set[str]:
     """Every key found in every reading (`fold.views`) of one untrusted string."""
-    out: set[str] = set()
-    if len(text) <= SHORT_TEXT_CHARS and text.isascii() and not _READING_TRIGGERS.search(text):
-        if not _TOKEN_CHARS.search(text):
-            return out
-        folded = text.lower()
-        if "@" in folded and " " not in folded:
-            m = _EMAIL_FULL.fullmatch(folded)
-            if m is not None:
-                key = email_key(m.group(1), m.group(2))
-                if key is not None and len(key) >= MIN_KEY_CHARS:
-                    out.add(key)
-                return out
-        keys_in(folded, out)
-    else:
-        for view in fold.views(text):
-            keys_in(view, out)
-    return {k for k in out if len(k) >= MIN_KEY_CHARS}
+    return set(key_tuple(text))

@@ -1,0 +1,546 @@
+"""The fast paths of taint indexing give exactly what the straightforward code gives.
+
+The references below are the pre-optimisation implementations (kept here, not in the package): each
+optimised function is compared with its reference on generated untrusted text and payloads, built from
+the shapes the fast paths special-case (addresses, URLs, digit runs, encodings, markers).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import quopri
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bouncerd.core import fold, taint, tokens
+from bouncerd.core.model import Provenance
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SRC = taint.Source("srv", "tool", 7, 1.0)
+
+# ---- generated untrusted text ----------------------------------------------------------------------
+
+FRAGMENTS = [
+    "attacker@evil.com", "a.b+tag@gmail.com", "-a@b.com", "bob@xn--80ak6aa92e.com", "ana@x.com",
+    "hxxpfoo@evil.com", "averyveryverylonglocalpart@evil.com", "https://evil.com/a/b/c/d?q=1#f",
+    "http://www.evil.com:80/x", "//evil.com/p", "evil.com/path.html?x=%41", "hxxp://evil[.]com",
+    "https://user@[::1]:8443/x", "ftp://h.io:021/../a/./b", "https://www.get1323.com/they/177937?ref=have",
+    "evil.com", "10.0.0.1", "www.example.co.uk", "evil.com.", "+44 20 7946 0958", "0044 20 7946 0958",
+    "2026-05-09", "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "de12abcdefgh.   12345678",
+    "12345678", "1 2 3 4 5 6 7 8", "@bob.smith", "#general", "attacker at evil.com", "evil dot com",
+    "a [at] b [dot] com", "x(at)y(dot)org", "h**ps://evil.com", "mailto:a@b.com", "Ann <ann@x.org>",
+    "=?utf-8?q?a=40b.com?=", "=\n", "=40", "?ref=de", "&amp;", "&#64;", "%40", "\\u0040", "xn--",
+    "\u200b", "ａｔ", "аррӏе.com", "\x00", "\x1c", "\r\n", "the", "and", " ", "\n\n", ". ", ", ",
+]  # fmt: skip
+
+
+def encoded(s: str, how: int) -> str:
+    return [
+        s,
+        quote(s, safe=""),
+        "".join(f"&#{ord(c)};" for c in s),
+        base64.b64encode(s.encode()).decode(),
+        quopri.encodestring(s.encode(), quotetabs=True).decode(),
+        "=?utf-8?b?" + base64.b64encode(s.encode()).decode() + "?=",
+        s.upper(),
+        base64.urlsafe_b64encode(quote(s).encode()).decode(),
+    ][how]
+
+
+pieces = st.one_of(
+    st.builds(encoded, st.sampled_from(FRAGMENTS), st.integers(0, 7)),
+    st.text(max_size=10),
+    st.text(alphabet="aA0 .@#-/+:%&=?\\[](){}<>\n\r;,'\"*_x", max_size=16),
+)
+texts = st.lists(pieces, max_size=16).map("".join)
+long_texts = st.lists(pieces, min_size=8, max_size=40).map(lambda p: " ".join(p) * 3)
+
+
+# ---- references: fold ------------------------------------------------------------------------------
+
+_QP = re.compile(r"=[0-9A-F]{2}")
+_QP_SOFT = re.compile(r"=\r?\n(?=\w)")
+
+
+def ref_fold_clean(text: str) -> str:
+    if text.isascii():
+        text = text.lower()
+        if "xn--" not in text:
+            return text
+    else:
+        text = text.casefold().translate(fold.CONFUSABLES)
+    if "xn--" in text:
+        decoded = fold._XN_LABEL.sub(fold._decode_label, text)
+        if decoded != text:
+            text = fold.clean(decoded).casefold().translate(fold.CONFUSABLES)
+    return text
+
+
+def ref_decode_inline(text: str) -> str:
+    if "%" in text and fold._PCT.search(text):
+        if "%u" in text:
+            text = fold._PCT_U.sub(lambda m: chr(int(m.group(1), 16)), text)
+        text = fold.unquote(text, errors="replace")
+    if "&" in text and fold._ENTITY.search(text):
+        text = fold.html.unescape(text)
+    if "\\" in text and fold._JS_ESCAPE.search(text):
+        text = fold._js_unescape(text)
+    if "=" in text and "=?" in text and fold._MIME_WORD.search(text):
+        text = fold._MIME_WORD.sub(fold._mime_word, fold._MIME_GAP.sub("", text))
+    return text
+
+
+def ref_decode_qp(text: str) -> str:
+    if "=" not in text:
+        return text
+    if not _QP.search(text) and not any(
+        m.start() and text[m.start() - 1].isalnum() for m in _QP_SOFT.finditer(text)
+    ):
+        return text
+    return fold._QP_RUN.sub(fold._qp_run, text)
+
+
+def ref_decode_base64_text(blob: str) -> str | None:
+    body = "".join(blob.split()).rstrip("=")
+    altchars = b"-_" if ("-" in body or "_" in body) else b"+/"
+    for skip in range(4):
+        part = body[skip:]
+        if len(part) % 4 == 1:
+            part = part[:-1]
+        try:
+            raw = base64.b64decode(part + "=" * (-len(part) % 4), altchars=altchars)
+        except (binascii.Error, ValueError):
+            continue
+        text = fold._as_text(raw)
+        if text is not None:
+            return text
+    return None
+
+
+def ref_views(text: str) -> Iterator[str]:
+    budget = len(text) * fold.MAX_EXPANSION + fold.EXPANSION_SLACK
+    frontier, seen = [text], {text}
+    for round_ in range(fold.MAX_DECODE_ROUNDS + 1):
+        following: list[str] = []
+        for raw in frontier:
+            cleaned = fold.clean(raw)
+            folded = ref_fold_clean(cleaned)
+            yield folded
+            rewritten = fold.assembled(folded)
+            if rewritten is not None:
+                yield rewritten
+            if round_ == fold.MAX_DECODE_ROUNDS:
+                continue
+            readings = [ref_decode_inline(cleaned), ref_decode_qp(cleaned)]
+            parts = [d for d in map(ref_decode_base64_text, fold.base64_runs(cleaned)) if d is not None]
+            readings = [r for r in readings if r != cleaned] + (["\n".join(parts)] if parts else [])
+            for d in readings:
+                if d not in seen and len(d) <= budget:
+                    budget -= len(d)
+                    seen.add(d)
+                    following.append(d)
+        if not following:
+            return
+        frontier = following
+
+
+# ---- references: tokens ----------------------------------------------------------------------------
+
+_READING_TRIGGERS = re.compile(
+    r"[%&\\=\[({<]|xn--| dot | @ |hxxp|h\*\*p|[A-Za-z0-9+/_-]{" + str(fold.MIN_BASE64_RUN) + "}",
+    re.IGNORECASE,
+)
+_PHONE = re.compile(rb"0[0 .\-/]{%d,}0" % (tokens.PHONE_MIN_DIGITS - 2))
+_ANCHORS = (re.compile(rb"@[^ ]"), re.compile(rb"\.[^ .]"), re.compile(rb"#[a0w]"))
+
+
+def ref_segments(path: str) -> list[str]:
+    if "%" in path:
+        path = tokens.unquote(path, errors="replace")
+    out: list[str] = []
+    for seg in path.split("/"):
+        if seg == "..":
+            if out:
+                out.pop()
+        elif seg and seg != ".":
+            out.append(seg)
+    return out
+
+
+def ref_chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
+    chunk = text[a:b].strip(tokens._EDGE)
+    if not chunk:
+        return
+    if "@" in chunk:
+        m = tokens._EMAIL_FULL.fullmatch(chunk)
+        if m is not None:
+            key = tokens.email_key(m.group(1), m.group(2))
+            if key is not None:
+                out.add(key)
+                return
+        for m in tokens._EMAIL.finditer(chunk):
+            key = tokens.email_key(m.group(1), m.group(2))
+            if key is not None:
+                out.add(key)
+    if "//" in chunk and ("://" in chunk or chunk.startswith("//")):
+        whole = tokens.URL.fullmatch(chunk)
+        for m in [whole] if whole is not None else tokens.URL.finditer(chunk):
+            got = tokens.url_keys(
+                m.group(1) or "", m.group(2), m.group(3), m.group(4), m.group(5), m.group(6)
+            )
+            if got is not None:
+                out.update(got.all())
+        if (
+            whole is not None
+            and "@" not in chunk
+            and "." not in (whole.group(4) or "") + (whole.group(5) or "")
+        ):
+            return
+    if "." in chunk:
+        for m in tokens.HOSTPATH.finditer(chunk):
+            got = tokens.url_keys("", m.group(1), m.group(2), m.group(3) or "", m.group(4), m.group(5))
+            if got is None:
+                continue
+            out.update(got.all())
+            if (
+                m.start() == 0
+                and a >= 4
+                and text[a - 4 : a] == " at "
+                and mask[a - 5 : a - 4] in (b"a", b"0")
+            ):
+                start = mask.rfind(b" ", 0, a - 4) + 1
+                key = tokens.email_key(text[start : a - 4], got.hosts[0])
+                if key is not None:
+                    out.add(key)
+    if chunk[0] in "@#":
+        m = tokens._HANDLE.match(chunk)
+        if m is not None:
+            out.add(m.group(1))
+
+
+def ref_numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
+    n = len(mask)
+    for m in _PHONE.finditer(mask):
+        a, b = m.start(), m.end()
+        if (a > 0 and mask[a - 1] in b"aw0") or (b < n and mask[b] in b"aw"):
+            continue
+        if tokens._DATE.fullmatch(mask, a, b):
+            continue
+        if a > 0 and mask[a - 1] == ord("+"):
+            a -= 1
+        out.update(tokens.phone_keys(text[a:b]))
+    for needle in (b"0000 0000", b"00000000"):
+        i = mask.find(needle)
+        while i >= 0:
+            start = mask.rfind(b"aa00", max(0, i - 16), i + 4)
+            iban = tokens._IBAN.match(mask, start) if start >= 0 else None
+            if iban is None:
+                i = mask.find(needle, i + len(needle))
+                continue
+            a, b = iban.start(), iban.end()
+            if not ((a > 0 and mask[a - 1] in b"a0w") or (b < n and mask[b] in b"a0w")):
+                key = tokens.iban_key(text[a:b])
+                if key is not None:
+                    out.add(key)
+            i = mask.find(needle, max(b, i + len(needle)))
+
+
+def ref_keys_in(text: str, out: set[str]) -> None:
+    if len(text) < tokens.MIN_KEY_CHARS:
+        return
+    mask = text.encode("ascii", "replace").translate(tokens._MASK)
+    if b"C" in mask:
+        text = fold.ASCII_CONTROLS.sub("", text)
+        mask = text.encode("ascii", "replace").translate(tokens._MASK)
+    anchors: list[int] = []
+    for byte, pattern in zip(b"@.#", _ANCHORS, strict=True):
+        if byte in mask:
+            anchors += [m.start() for m in pattern.finditer(mask)]
+    anchors += [m.start() for m in tokens._SCHEME_SEP.finditer(text)]
+    covered = -1
+    for p in sorted(anchors):
+        if p < covered:
+            continue
+        a = mask.rfind(b" ", 0, p) + 1
+        b = mask.find(b" ", p)
+        covered = b = len(mask) if b < 0 else b
+        ref_chunk_keys(text, mask, a, b, out)
+    if b"00" in mask and mask.count(b"0") >= tokens.PHONE_MIN_DIGITS:
+        ref_numeric_keys(text, mask, out)
+
+
+def ref_text_keys(text: str) -> set[str]:
+    out: set[str] = set()
+    if len(text) <= tokens.SHORT_TEXT_CHARS and text.isascii() and not _READING_TRIGGERS.search(text):
+        if not tokens._TOKEN_CHARS.search(text):
+            return out
+        folded = text.lower()
+        if "@" in folded and " " not in folded:
+            m = tokens._EMAIL_FULL.fullmatch(folded)
+            if m is not None:
+                key = tokens.email_key(m.group(1), m.group(2))
+                if key is not None and len(key) >= tokens.MIN_KEY_CHARS:
+                    out.add(key)
+                return out
+        ref_keys_in(folded, out)
+    else:
+        for view in ref_views(text):
+            ref_keys_in(view, out)
+    return {k for k in out if len(k) >= tokens.MIN_KEY_CHARS}
+
+
+# ---- references: extraction and the index ----------------------------------------------------------
+
+
+class RefCollector:
+    def __init__(self) -> None:
+        self.keys: dict[str, Provenance] = {}
+        self.mirror: Any = None
+
+    def add(self, text: str, field: str | None, identity: bool) -> None:
+        if len(text) < taint.MIN_DESTINATION_CHARS:
+            return
+        found = tuple(ref_text_keys(text))
+        if identity:
+            if len(text) > taint.MAX_IDENTITY_VALUE_CHARS:
+                identity = False
+            else:
+                whole = " ".join(fold.fold(text).split())
+                if len(whole) >= taint.MIN_DESTINATION_CHARS and whole not in found:
+                    found = (*found, whole)
+        prov = Provenance(SRC.server, SRC.tool, SRC.request_id, SRC.ts, field, identity)
+        for key in found:
+            old = self.keys.get(key)
+            if old is None or (old.identity and not identity):
+                self.keys[key] = prov
+
+
+def ref_header_block(text: str) -> tuple[list[tuple[str, str]], str] | None:
+    lines = text.split("\n", taint.MAX_HEADER_LINES + 1)
+    headers: list[tuple[str, str]] = []
+    i = 0
+    while i < len(lines) and i <= taint.MAX_HEADER_LINES:
+        line = lines[i].rstrip("\r")
+        if headers and line[:1] in (" ", "\t") and line.strip():
+            headers[-1] = (headers[-1][0], headers[-1][1] + " " + line.strip())
+        else:
+            m = taint._HEADER_LINE.fullmatch(line)
+            if m is None:
+                break
+            headers.append((m.group(1), m.group(2)))
+        i += 1
+    if len(headers) < 2 or not any(taint.field_is_identity(name) for name, _ in headers):
+        return None
+    return headers, "\n".join(lines[i:])
+
+
+def ref_walk_structured(value: Any, c: RefCollector) -> None:
+    stack: list[tuple[Any, str, bool]] = [(value, "", False)]
+    seen: set[int] = set()
+    while stack:
+        node, path, identity = stack.pop()
+        if isinstance(node, str):
+            c.add(node, path or None, identity)
+        elif isinstance(node, dict | list):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            deep = len(path) >= taint.MAX_FIELD_PATH_CHARS
+            if isinstance(node, list):
+                stack.extend(
+                    (node[i], path if deep else f"{path}[{i}]", identity) for i in reversed(range(len(node)))
+                )
+                continue
+            children = []
+            for k, v in node.items():
+                c.add(str(k), path or None, identity)
+                cls = taint.field_is_identity(str(k))
+                children.append(
+                    (v, path if deep else f"{path}.{k}" if path else str(k), identity if cls is None else cls)
+                )
+            stack.extend(reversed(children))
+        elif node is not None and not isinstance(node, bool):
+            c.add(str(node), path or None, identity)
+
+
+def ref_text_item(text: str, c: RefCollector) -> None:
+    parsed = taint.parse_structured(text)
+    if parsed is not None:
+        if c.mirror is None or parsed != c.mirror:
+            ref_walk_structured(parsed, c)
+        return
+    block = ref_header_block(text) if ":" in text[:64] else None
+    if block is None:
+        c.add(text, None, False)
+        return
+    for name, value in block[0]:
+        c.add(value, name.lower(), bool(taint.field_is_identity(name)))
+    c.add(block[1], None, False)
+
+
+def ref_extract(payload: Any) -> dict[str, Provenance]:
+    c = RefCollector()
+    stack: list[Any] = [payload]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            c.add(node, None, False)
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            kind = node.get("type")
+            if "structuredContent" in node:
+                c.mirror = node["structuredContent"]
+            for k, v in node.items():
+                c.add(str(k), None, False)
+                if k == "structuredContent":
+                    ref_walk_structured(v, c)
+                elif k == "text" and isinstance(v, str) and (kind == "text" or "uri" in node):
+                    ref_text_item(v, c)
+                elif k == "blob" and "uri" in node:
+                    text = taint._blob_text(v)
+                    if text is not None:
+                        ref_text_item(text, c)
+                elif k != "data" or kind not in ("image", "audio"):
+                    stack.append(v)
+        elif node is not None and not isinstance(node, bool):
+            c.add(str(node), None, False)
+    return c.keys
+
+
+# ---- the comparisons -------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(text=st.one_of(texts, long_texts))
+def test_text_keys_match_the_straightforward_reading_of_every_view(text: str) -> None:
+    assert list(fold.views(text)) == list(ref_views(text))
+    assert tokens.text_keys(text) == ref_text_keys(text)
+    tokens._short_keys.cache_clear()  # the cache must not be what makes them agree
+    assert tokens.text_keys(text) == ref_text_keys(text)
+    low = text.lower()
+    out: set[str] = set()
+    tokens.keys_in(low, out)
+    expected: set[str] = set()
+    ref_keys_in(low, expected)
+    assert out == expected
+
+
+@SETTINGS
+@given(text=texts)
+def test_gates_and_decoders_match_their_plain_forms(text: str) -> None:
+    assert fold.fold_clean(text) == ref_fold_clean(text)
+    assert fold.fold(text) == fold.ASCII_CONTROLS.sub("", ref_fold_clean(fold.clean(text)))
+    assert fold.decode_inline(text) == ref_decode_inline(text)
+    assert fold.decode_qp(text) == ref_decode_qp(text)
+    assert fold.decode_base64_text(text) == ref_decode_base64_text(text)
+    assert fold._any_marker_gate(text) == any(gate in text for gate, _ in fold._MARKERS)
+    assert taint._whole_value(text) == " ".join(fold.fold(text).split())
+    assert taint._header_block(text) == ref_header_block(text)
+    assert tokens._segments(text) == ref_segments(text)
+    for needle, rare in (("=?", 0), (" @ ", 1), ("hxxp", 1), ("xn--", 0), ("://", 0)):
+        assert fold.contains(text, needle, rare) == (needle in text)
+
+
+def mails(draw: Any) -> dict[str, Any]:
+    words = st.lists(st.sampled_from(FRAGMENTS), max_size=12).map(" ".join)
+    message = st.fixed_dictionaries(
+        {
+            "id": st.text(max_size=8),
+            "from": st.sampled_from(FRAGMENTS),
+            "to": st.lists(texts, max_size=3),
+            "subject": texts,
+            "flag": st.booleans(),
+            "n": st.integers(),
+            "body": words,
+        }
+    )
+    msgs = draw(st.lists(message, min_size=1, max_size=3))
+    if draw(st.booleans()):
+        text = json.dumps({"messages": msgs})
+        return {
+            "result": {"content": [{"type": "text", "text": text}], "structuredContent": {"messages": msgs}}
+        }
+    text = "\n\n".join(
+        f"From: {m['from']}\nTo: {', '.join(m['to'])}\nSubject: {m['subject']}\n\n{m['body']}" for m in msgs
+    )
+    return {"result": {"content": [{"type": "text", "text": text}], "isError": draw(st.booleans())}}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | texts,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["from", "to", "body", "sender_email", "x", "iban"]) | texts, children, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@SETTINGS
+@given(
+    payload=st.one_of(st.composite(mails)(), json_values.map(lambda v: {"result": {"structuredContent": v}}))
+)
+def test_extract_gives_the_same_records_as_the_straightforward_walk(payload: Any) -> None:
+    records = taint.extract(payload, SRC)
+    assert len({r.token for r in records}) == len(records)
+    assert dict(records) == ref_extract(payload)
+
+
+@SETTINGS
+@given(
+    batches=st.lists(
+        st.lists(
+            st.tuples(st.sampled_from(["a@x.com", "bob@evil.org", "short", "x.com/abc"]), st.booleans())
+        ),
+        max_size=10,
+    ),
+    max_keys=st.integers(1, 4),
+)
+def test_index_adds_and_evicts_like_the_straightforward_loop(batches: list[Any], max_keys: int) -> None:
+    index = taint.TaintIndex(max_keys=max_keys, evicted_filter_bits=1024)
+    live: dict[str, Provenance] = {}  # the reference: first sighting, free text outranks identity
+    for n, batch in enumerate(batches):
+        records = [taint.TokenRecord(k, Provenance("s", "t", n, 0.0, None, ident)) for k, ident in batch]
+        added = 0
+        for key, prov in records:
+            if len(key) < taint.MIN_DESTINATION_CHARS:
+                continue
+            old = live.get(key)
+            if old is None:
+                live[key] = prov
+                added += 1
+                if len(live) > max_keys:
+                    for gone in list(live)[: max(1, max_keys // taint.EVICT_BATCH_DIVISOR)]:
+                        del live[gone]
+            elif old.identity and not prov.identity:
+                live[key] = prov
+        assert index.add(records) == added
+        assert list(index.items()) == list(live.items())
+
+
+def test_crafted_iban_lookalike_cannot_hang_the_tokenizer() -> None:
+    # The IBAN-shaped match before the digit run ends before it: the scan used to find the same run
+    # again forever (a server could stall the daemon with one line).
+    assert tokens.text_keys("de12abcdefgh.   12345678") == {"12345678"}
+    assert tokens.text_keys("see de12abcdefgh.   12345678 and GB82 WEST 1234 5698 7654 32") >= {
+        "gb82west12345698765432"
+    }
+
+
+def test_identity_value_whose_punycode_hides_a_space_is_collapsed_like_any_other() -> None:
+    label = "xn--" + "a\u1680b".encode("punycode").decode()  # decodes to "a<ogham space>b"
+    assert taint._whole_value(label) == " ".join(fold.fold(label).split()) == "a b"
+
+
+def test_short_string_cache_is_bounded() -> None:
+    assert tokens._short_keys.cache_info().maxsize == tokens.SHORT_CACHE_ENTRIES
