@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bouncerd.client import Client
 from bouncerd.errors import DaemonRequestError
 
@@ -44,41 +46,33 @@ def test_bad_reload_keeps_old_policy_and_status_says_so(daemon: Any) -> None:
     assert any('"policy.reload_failed"' in line for line in lines)
 
 
-def test_shim_hello_with_bad_policy_is_refused_with_the_reason(daemon: Any, tmp_path: Path) -> None:
-    bad = tmp_path / "shim-policy.yaml"
-    bad.write_text("tools:\n  send_email:\n    sink_parms: [to]\n")
-    try:
+def _shim_hello_refusal(daemon: Any, policy_file: Path) -> str:
+    """Say hello as a shim with `policy_file` as its --policy; the daemon must refuse it: the reason."""
+    with pytest.raises(DaemonRequestError) as refused:
         Client.connect(
             daemon.paths.socket,
             role="shim",
             session="s",
             server="gmail",
             upstream=["x"],
-            policy_path=str(bad),
+            policy_path=str(policy_file),
         )
-    except DaemonRequestError as exc:
-        assert "sink_parms" in str(exc) and "shim-policy.yaml:3" in str(exc)
-    else:
-        raise AssertionError("a hello with a bad --policy was accepted")
+    return str(refused.value)
+
+
+def test_shim_hello_with_bad_policy_is_refused_with_the_reason(daemon: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "shim-policy.yaml"
+    bad.write_text("tools:\n  send_email:\n    sink_parms: [to]\n")
+    reason = _shim_hello_refusal(daemon, bad)
+    assert "sink_parms" in reason and "shim-policy.yaml:3" in reason
 
 
 def test_shim_policy_with_settings_is_refused_not_silently_ignored(daemon: Any, tmp_path: Path) -> None:
     """A per-server file that seemed to change taint_scope, and did not, would mislead its author."""
     shim_file = tmp_path / "shim-policy.yaml"
     shim_file.write_text("tools:\n  send_email:\n    exfiltrating: true\non_tainted_identity: deny\n")
-    try:
-        Client.connect(
-            daemon.paths.socket,
-            role="shim",
-            session="s",
-            server="gmail",
-            upstream=["x"],
-            policy_path=str(shim_file),
-        )
-    except DaemonRequestError as exc:
-        assert "shim-policy.yaml:4" in str(exc) and "on_tainted_identity" in str(exc)
-    else:
-        raise AssertionError("a shim --policy with settings was accepted")
+    reason = _shim_hello_refusal(daemon, shim_file)
+    assert "shim-policy.yaml:4" in reason and "on_tainted_identity" in reason
 
 
 def test_schema_invalid_call_is_denied_and_audited(daemon: Any) -> None:
