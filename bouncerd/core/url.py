@@ -1,0 +1,914 @@
+"""The WHATWG URL Standard's basic URL parser and host parser, computed the way Node's `new URL()` does.
+
+Theory of operation
+-------------------
+Bouncer decides about a URL by its host, but the tool that receives the URL connects wherever *its*
+parser says. If the two parsers disagree, an attacker writes a URL that Bouncer reads as a trusted host
+while the tool goes elsewhere (`https://hooks.evil.example\\@corp.example/x` is `hooks.evil.example` to
+Node: `\\` is `/` in special schemes). So this module transcribes the URL Standard
+(url.spec.whatwg.org: basic URL parser without a base URL or state override, host parser, IPv4 and
+IPv6 parsers, domain to ASCII) as Node 20 runs it (ada 2.9), and is tested against Node itself
+(tests/unit/url_oracle.js, a differential corpus and a sweep over every code point it accepts).
+
+- `parse` trims C0 controls and spaces at both ends, drops every tab and newline, reads the scheme,
+  then walks the states of the standard as slices: authority (userinfo up to the *last* `@`, host,
+  port), path (dot segments resolved, `\\` a separator for special schemes), query, fragment, each
+  percent-encoded with its set. Plain `https://host/path` inputs take a precompiled fast path whose
+  result the tests compare with the full one.
+- `parse_host` does IPv6 (`[...]`), opaque hosts (non-special schemes), and for special schemes
+  percent-decoding, domain to ASCII (UTS #46, nontransitional, no STD3 rules) and, when the result
+  ends in a number, the IPv4 parser with its hex, octal and short forms.
+- UTS #46 needs Unicode's IDNA mapping table, which the standard library lacks. It is derived here per
+  code point from `unicodedata` (NFKC of the case fold, as the table itself is derived) plus the short
+  lists of code points where Node's table says otherwise, found by the sweep. Node's bidi and mark
+  tables predate Unicode 14, so characters added in 14.0 are refused, and so is every non-ASCII host
+  when Python's Unicode version is not the one the lists were checked against.
+
+The rule for doubt: `None` (failure) is always safe, because the caller then never trusts the URL; a
+wrong host never is. Wherever Node and the current standard differ (bidi rule, punycode labels that
+decode to ASCII) this module fails if *either* fails, and it fails on joiners it cannot check.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# URL arguments of tool calls and links in tool output are well under this; parsing is linear, but a
+# bound keeps one hostile argument from costing more than a few milliseconds. Longer input fails.
+MAX_URL_CHARS = 8192
+# DNS names are at most 253 octets, so a longer host cannot resolve; the bound also caps IDNA work
+# (a percent-encoded host is up to three times its decoded length).
+MAX_HOST_CHARS = 1024
+# A non-ASCII label of more code points encodes to more than DNS's 63 octets, so it cannot resolve;
+# the bound also caps punycode coding, which is quadratic in the length of a label.
+MAX_UNICODE_LABEL_CHARS = 63
+# Distinct non-ASCII code points whose IDNA mapping is remembered; a script needs a few hundred.
+MAP_CACHE_SIZE = 4096
+# The Unicode version of `unicodedata` that the IDNA exception lists below were checked against (by
+# the code point sweep in tests/unit/test_url_whatwg.py); with any other, non-ASCII hosts fail.
+UNICODE_VERSION_CHECKED = "14.0.0"
+_UNICODE_VERIFIED = unicodedata.unidata_version == UNICODE_VERSION_CHECKED
+
+SPECIAL_SCHEMES: dict[str, int | None] = {
+    "ftp": 21,
+    "file": None,
+    "http": 80,
+    "https": 443,
+    "ws": 80,
+    "wss": 443,
+}
+
+
+@dataclass(frozen=True)
+class Url:
+    scheme: str  # lower case, no ':'
+    username: str  # as serialized by the standard (percent-encoded)
+    password: str
+    host: str  # '' if none; ASCII domain (punycode), dotted IPv4, or '[v6]'
+    port: int | None  # None when absent or the scheme's default
+    path: str  # '/a/b' for hierarchical paths; the opaque path otherwise
+    query: str | None  # without '?'
+    fragment: str | None  # without '#'
+    special: bool
+
+    @property
+    def has_credentials(self) -> bool:
+        return self.username != "" or self.password != ""
+
+
+# --- input clean-up and percent-encoding -------------------------------------------------------------
+
+_C0_OR_SPACE = "".join(chr(c) for c in range(0x21))
+_TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):")
+_AUTHORITY_END = re.compile(r"[/?#]")
+_AUTHORITY_END_SPECIAL = re.compile(r"[/\\?#]")
+_SPECIAL_PATH_SEPARATOR = re.compile(r"[/\\]")
+_PORT = re.compile(r"[0-9]*")
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+
+# Node 20's percent-encode sets (ada 2.9; the standard has since added '^' to the path set).
+_C0_CONTROL_SET = re.compile(r"[\x00-\x1f\x7f-\U0010ffff]+")
+_FRAGMENT_SET = re.compile(r'[\x00-\x20"<>`\x7f-\U0010ffff]+')
+_QUERY_SET = re.compile(r'[\x00-\x20"#<>\x7f-\U0010ffff]+')
+_SPECIAL_QUERY_SET = re.compile(r"""[\x00-\x20"#'<>\x7f-\U0010ffff]+""")
+_PATH_SET = re.compile(r'[\x00-\x20"#<>?`{}\x7f-\U0010ffff]+')
+_USERINFO_SET = re.compile(r'[\x00-\x20"#/:;<=>?@\[\\\]^`{|}\x7f-\U0010ffff]+')
+
+_FORBIDDEN_HOST = re.compile(r"[\x00\t\n\r #/:<>?@\[\\\]^|]")
+_FORBIDDEN_DOMAIN = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f-\U0010ffff]")
+_PERCENT_BYTE = re.compile(rb"%([0-9A-Fa-f]{2})")
+
+
+def _percent_encode_run(match: re.Match[str]) -> str:
+    return "".join(f"%{byte:02X}" for byte in match.group().encode("utf-8"))
+
+
+def _encode(text: str, encode_set: re.Pattern[str]) -> str:
+    return encode_set.sub(_percent_encode_run, text)
+
+
+def _to_scalar_values(text: str) -> str:
+    """What JavaScript's USVString conversion does: pairs join, lone surrogates become U+FFFD."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+# --- the fast path -----------------------------------------------------------------------------------
+
+_FAST_URL = re.compile(
+    r"(https?|wss?|ftp)://"
+    r"([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?)"
+    r"(?::([0-9]{1,5}))?"
+    r"(/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*)?"
+    r"(?:\?([A-Za-z0-9\-._~!$&()*+,;=:@%/?]*))?"
+    r"(?:#([A-Za-z0-9\-._~!$&'()*+,;=:@%/?]*))?"
+)
+_FAST_HOST_NEEDS_FULL = re.compile(r"xn--|(?:^|\.)(?:[0-9]+|0x[0-9a-f]*)\.?$")
+_DOT_SEGMENT = re.compile(r"(?:^|/)(?:\.|%2[eE]){1,2}(?=/|$)")
+
+
+def _parse_fast(text: str) -> Url | None:
+    """The common case, or None to take the full parser (never a failure by itself)."""
+    m = _FAST_URL.fullmatch(text)
+    if m is None:
+        return None
+    scheme, host, port_text, path, query, fragment = m.groups()
+    host = host.lower()
+    if _FAST_HOST_NEEDS_FULL.search(host) or (path is not None and _DOT_SEGMENT.search(path)):
+        return None
+    port: int | None = None
+    if port_text is not None:
+        port = int(port_text)
+        if port > 0xFFFF:
+            return None
+        if port == SPECIAL_SCHEMES[scheme]:
+            port = None
+    return Url(scheme, "", "", host, port, path or "/", query, fragment, True)
+
+
+# --- the basic URL parser ----------------------------------------------------------------------------
+
+
+def parse(text: str) -> Url | None:
+    """The basic URL parser (no base URL): a `Url`, or None where Node's `new URL(text)` throws."""
+    if len(text) > MAX_URL_CHARS:
+        return None
+    return _parse_fast(text) or _parse_full(text)
+
+
+def _parse_full(text: str) -> Url | None:
+    if _SURROGATE.search(text):
+        text = _to_scalar_values(text)
+    text = _TAB_OR_NEWLINE.sub("", text.strip(_C0_OR_SPACE))
+    m = _SCHEME.match(text)
+    if m is None:
+        return None  # "no scheme" without a base URL
+    scheme = m.group(1).lower()
+    rest = text[m.end() :]
+    if scheme == "file":
+        return _parse_file(rest)
+    if scheme in SPECIAL_SCHEMES:
+        # special authority slashes, then special authority ignore slashes: any run of / and \
+        return _parse_authority(scheme, rest, len(rest) - len(rest.lstrip("/\\")), True)
+    if rest.startswith("//"):
+        return _parse_authority(scheme, rest, 2, False)
+    path_text, query, fragment = _split_query_and_fragment(rest)
+    if rest.startswith("/"):
+        segments: list[str] = []
+        _parse_path(path_text[1:], False, False, segments)
+        path = _serialize_path(segments)
+    else:
+        path = _encode(path_text, _C0_CONTROL_SET)  # an opaque path (mailto:, data:, ...)
+    return Url(scheme, "", "", "", None, path, _encode_query(query, False), _encode_fragment(fragment), False)
+
+
+def _parse_authority(scheme: str, rest: str, start: int, special: bool) -> Url | None:
+    end_match = (_AUTHORITY_END_SPECIAL if special else _AUTHORITY_END).search(rest, start)
+    end = end_match.start() if end_match else len(rest)
+    authority = rest[start:end]
+    username = password = ""
+    at = authority.rfind("@")
+    if at >= 0:
+        # Each '@' flushes the buffer into the userinfo, earlier ones percent-encoded; the first ':'
+        # of the whole userinfo separates the password. So the host starts after the last '@'.
+        user, _, secret = authority[:at].partition(":")
+        username, password = _encode(user, _USERINFO_SET), _encode(secret, _USERINFO_SET)
+        authority = authority[at + 1 :]
+        if not authority:
+            return None
+    colon = _port_colon(authority)
+    if colon >= 0:
+        host_text, port_text = authority[:colon], authority[colon + 1 :]
+        if not host_text or not _PORT.fullmatch(port_text):
+            return None
+    else:
+        host_text, port_text = authority, ""
+        if special and not host_text:
+            return None
+    host = parse_host(host_text, special)
+    if host is None:
+        return None
+    port: int | None = None
+    if port_text:
+        digits = port_text.lstrip("0") or "0"
+        if len(digits) > 5 or int(digits) > 0xFFFF:
+            return None
+        port = None if int(digits) == SPECIAL_SCHEMES.get(scheme) else int(digits)
+    path_text, query, fragment = _split_query_and_fragment(rest[end:])
+    segments: list[str] = []
+    if special:
+        if path_text.startswith(("/", "\\")):
+            path_text = path_text[1:]
+        _parse_path(path_text, True, False, segments)
+    elif path_text:
+        _parse_path(path_text[1:], False, False, segments)
+    return Url(
+        scheme,
+        username,
+        password,
+        host,
+        port,
+        _serialize_path(segments),
+        _encode_query(query, special),
+        _encode_fragment(fragment),
+        special,
+    )
+
+
+def _parse_file(rest: str) -> Url | None:
+    host = ""
+    path_text = rest
+    if rest.startswith(("/", "\\")):
+        if rest[1:2] in ("/", "\\"):
+            end_match = _AUTHORITY_END_SPECIAL.search(rest, 2)
+            end = end_match.start() if end_match else len(rest)
+            buffer = rest[2:end]
+            if _is_windows_drive_letter(buffer):
+                path_text = rest[2:]  # the drive letter is the path's first segment, not a host
+            else:
+                if buffer:
+                    parsed = parse_host(buffer, True)
+                    if parsed is None:
+                        return None
+                    host = "" if parsed == "localhost" else parsed
+                path_text = rest[end:]
+                if path_text.startswith(("/", "\\")):
+                    path_text = path_text[1:]
+        else:
+            path_text = rest[1:]
+    path_text, query, fragment = _split_query_and_fragment(path_text)
+    segments: list[str] = []
+    _parse_path(path_text, True, True, segments)
+    return Url(
+        "file", "", "", host, None, _serialize_path(segments), _encode_query(query, True),
+        _encode_fragment(fragment), True,
+    )  # fmt: skip
+
+
+def _port_colon(authority: str) -> int:
+    """Where the host state meets a ':' outside brackets, or -1."""
+    if "[" not in authority:
+        return authority.find(":")
+    inside = False
+    for i, c in enumerate(authority):
+        if c == "[":
+            inside = True
+        elif c == "]":
+            inside = False
+        elif c == ":" and not inside:
+            return i
+    return -1
+
+
+def _split_query_and_fragment(rest: str) -> tuple[str, str | None, str | None]:
+    fragment = query = None
+    hash_at = rest.find("#")
+    if hash_at >= 0:
+        rest, fragment = rest[:hash_at], rest[hash_at + 1 :]
+    question = rest.find("?")
+    if question >= 0:
+        rest, query = rest[:question], rest[question + 1 :]
+    return rest, query, fragment
+
+
+def _encode_query(query: str | None, special: bool) -> str | None:
+    return None if query is None else _encode(query, _SPECIAL_QUERY_SET if special else _QUERY_SET)
+
+
+def _encode_fragment(fragment: str | None) -> str | None:
+    return None if fragment is None else _encode(fragment, _FRAGMENT_SET)
+
+
+_SINGLE_DOT = frozenset({".", "%2e", "%2E"})
+_DOUBLE_DOT = frozenset(a + b for a in _SINGLE_DOT for b in _SINGLE_DOT)
+
+
+def _is_windows_drive_letter(text: str) -> bool:
+    return len(text) == 2 and text[0].isascii() and text[0].isalpha() and text[1] in ":|"
+
+
+def _parse_path(text: str, special: bool, file: bool, segments: list[str]) -> None:
+    """The path state over `text` (its leading slash already consumed), appending to `segments`."""
+    parts = _SPECIAL_PATH_SEPARATOR.split(text) if special else text.split("/")
+    last = len(parts) - 1
+    for i, part in enumerate(parts):
+        if part in _DOUBLE_DOT:
+            shortened = bool(segments) and not (
+                file and len(segments) == 1 and _starts_with_normalized_drive(segments[0])
+            )
+            if shortened:
+                segments.pop()
+            # The standard appends '' here in any case; Node 20 does so for non-special schemes
+            # only if a segment was removed ("foo://h/.." has the path "", not "/").
+            if i == last and (special or shortened):
+                segments.append("")
+        elif part in _SINGLE_DOT:
+            if i == last:
+                segments.append("")
+        else:
+            if file and not segments and _is_windows_drive_letter(part):
+                part = part[0] + ":"
+            segments.append(_encode(part, _PATH_SET))
+
+
+def _starts_with_normalized_drive(segment: str) -> bool:
+    # The standard keeps a lone normalized drive letter ("C:") from `..`; Node 20 keeps any single
+    # segment that merely starts with one ("x:y@h").
+    return len(segment) >= 2 and segment[0].isascii() and segment[0].isalpha() and segment[1] == ":"
+
+
+def _serialize_path(segments: Sequence[str]) -> str:
+    return "".join("/" + s for s in segments)
+
+
+# --- the host parser ---------------------------------------------------------------------------------
+
+
+def parse_host(text: str, special: bool = True) -> str | None:
+    """The host parser: the serialized host ('' for an empty opaque host), or None on failure."""
+    if len(text) > MAX_HOST_CHARS:
+        return None
+    if _SURROGATE.search(text):
+        text = _to_scalar_values(text)
+    if text.startswith("["):
+        if len(text) < 2 or not text.endswith("]"):
+            return None
+        pieces = _parse_ipv6(text[1:-1])
+        return None if pieces is None else "[" + _serialize_ipv6(pieces) + "]"
+    if not special:
+        return None if _FORBIDDEN_HOST.search(text) else _encode(text, _C0_CONTROL_SET)
+    domain: str | None = text
+    if "%" in text:
+        domain = _percent_decode(text)
+    if not domain:
+        return None
+    ascii_domain = _domain_to_ascii(domain)
+    if not ascii_domain or _FORBIDDEN_DOMAIN.search(ascii_domain):
+        return None
+    if _ends_in_number(ascii_domain):
+        return _parse_ipv4(ascii_domain)
+    return ascii_domain
+
+
+def _percent_decode(text: str) -> str | None:
+    raw = _PERCENT_BYTE.sub(lambda m: bytes((int(m.group(1), 16),)), text.encode("utf-8"))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # decoding would yield U+FFFD, which IDNA disallows
+
+
+def _ends_in_number(domain: str) -> bool:
+    parts = domain.split(".")
+    if parts[-1] == "":
+        if len(parts) == 1:
+            return False
+        parts.pop()
+    last = parts[-1]
+    return bool(_ASCII_DIGITS.fullmatch(last)) or _ipv4_number(last) is not None
+
+
+_IPV4_DIGITS = {10: re.compile(r"[0-9]+"), 16: re.compile(r"[0-9A-Fa-f]+"), 8: re.compile(r"[0-7]+")}
+
+
+def _ipv4_number(part: str) -> int | None:
+    if part == "":
+        return None
+    radix = 10
+    if len(part) >= 2 and part[0] == "0" and part[1] in "xX":
+        part, radix = part[2:], 16
+    elif len(part) >= 2 and part[0] == "0":
+        part, radix = part[1:], 8
+    if part == "":
+        return 0
+    if not _IPV4_DIGITS[radix].fullmatch(part):
+        return None
+    return int(part, radix)
+
+
+def _parse_ipv4(domain: str) -> str | None:
+    parts = domain.split(".")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()
+    if len(parts) > 4:
+        return None
+    numbers: list[int] = []
+    for part in parts:
+        n = _ipv4_number(part)
+        if n is None:
+            return None
+        numbers.append(n)
+    if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= 256 ** (5 - len(numbers)):
+        return None
+    address = numbers[-1]
+    for i, n in enumerate(numbers[:-1]):
+        address += n * 256 ** (3 - i)
+    return ".".join(str((address >> shift) & 0xFF) for shift in (24, 16, 8, 0))
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _parse_ipv6(text: str) -> list[int] | None:
+    address = [0] * 8
+    piece = 0
+    compress: int | None = None
+    i = 0
+    n = len(text)
+    if text[:1] == ":":
+        if text[1:2] != ":":
+            return None
+        i = 2
+        piece = 1
+        compress = 1
+    while i < n:
+        if piece == 8:
+            return None
+        if text[i] == ":":
+            if compress is not None:
+                return None
+            i += 1
+            piece += 1
+            compress = piece
+            continue
+        value = length = 0
+        while length < 4 and i < n and text[i] in _HEX:
+            value = value * 16 + int(text[i], 16)
+            i += 1
+            length += 1
+        if i < n and text[i] == ".":
+            if length == 0:
+                return None
+            i -= length
+            if piece > 6:
+                return None
+            numbers_seen = 0
+            while i < n:
+                ipv4_piece: int | None = None
+                if numbers_seen > 0:
+                    if text[i] == "." and numbers_seen < 4:
+                        i += 1
+                    else:
+                        return None
+                if i >= n or not ("0" <= text[i] <= "9"):
+                    return None
+                while i < n and "0" <= text[i] <= "9":
+                    digit = ord(text[i]) - 48
+                    if ipv4_piece is None:
+                        ipv4_piece = digit
+                    elif ipv4_piece == 0:
+                        return None
+                    else:
+                        ipv4_piece = ipv4_piece * 10 + digit
+                    if ipv4_piece > 255:
+                        return None
+                    i += 1
+                assert ipv4_piece is not None
+                address[piece] = address[piece] * 0x100 + ipv4_piece
+                numbers_seen += 1
+                if numbers_seen in (2, 4):
+                    piece += 1
+            if numbers_seen != 4:
+                return None
+            break
+        if i < n and text[i] == ":":
+            i += 1
+            if i >= n:
+                return None
+        elif i < n:
+            return None
+        address[piece] = value
+        piece += 1
+    if compress is not None:
+        swaps = piece - compress
+        piece = 7
+        while piece != 0 and swaps > 0:
+            address[piece], address[compress + swaps - 1] = address[compress + swaps - 1], address[piece]
+            piece -= 1
+            swaps -= 1
+    elif piece != 8:
+        return None
+    return address
+
+
+def _serialize_ipv6(address: Sequence[int]) -> str:
+    best_start, best_len, run_start, run_len = -1, 1, -1, 0
+    for i, value in enumerate((*address, 1)):
+        if value == 0:
+            if run_len == 0:
+                run_start = i
+            run_len += 1
+        else:
+            if run_len > best_len:
+                best_start, best_len = run_start, run_len
+            run_len = 0
+    if best_start < 0:
+        return ":".join(f"{v:x}" for v in address)
+    head = ":".join(f"{v:x}" for v in address[:best_start])
+    tail = ":".join(f"{v:x}" for v in address[best_start + best_len :])
+    return head + "::" + tail
+
+
+# --- domain to ASCII (UTS #46) -----------------------------------------------------------------------
+
+
+def _ranges(pairs: Sequence[tuple[int, int]]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return tuple(a for a, _ in pairs), tuple(b for _, b in pairs)
+
+
+def _in_ranges(cp: int, table: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
+    i = bisect_right(table[0], cp) - 1
+    return i >= 0 and cp <= table[1][i]
+
+
+# Code points the IDNA table ignores (deletes): soft hyphen, combining grapheme joiner, variation
+# selectors, zero width space, word joiner, invisible plus, BOM, shorthand format controls.
+_IGNORED = _ranges(
+    [(0xAD, 0xAD), (0x34F, 0x34F), (0x180B, 0x180D), (0x180F, 0x180F), (0x200B, 0x200B),
+     (0x2060, 0x2060), (0x2064, 0x2064), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0x1BCA0, 0x1BCA3),
+     (0xE0100, 0xE01EF)]
+)  # fmt: skip
+# Code points that NFKC of the case fold accepts but Node's IDNA table disallows: Cyrillic palochka,
+# Georgian capitals, Hangul fillers, Khmer inherent vowels, Mongolian todo soft hyphen, turned F,
+# reversed C, ideographic description characters, U+FFFC/U+FFFD, five flawed CJK compatibility
+# ideographs; and U+1734, whose bidi class changed in Unicode 14.
+_DISALLOWED = _ranges(
+    [(0x4C0, 0x4C0), (0x10A0, 0x10C5), (0x115F, 0x1160), (0x1734, 0x1734), (0x17B4, 0x17B5),
+     (0x1806, 0x1806), (0x2132, 0x2132), (0x2183, 0x2183), (0x2FF0, 0x2FFB), (0x3164, 0x3164),
+     (0xFFA0, 0xFFA0), (0xFFFC, 0xFFFD), (0x2F868, 0x2F868), (0x2F874, 0x2F874), (0x2F91F, 0x2F91F),
+     (0x2F95F, 0x2F95F), (0x2F9BF, 0x2F9BF)]
+)  # fmt: skip
+# Characters added in Unicode 14.0 (gaps of unassigned code points merged). Python 3.11 knows them;
+# Node 20's IDNA bidi and mark tables (Unicode 13) do not, so how Node judges a label holding one is
+# not something unicodedata can tell us.
+_UNICODE_14_ADDITIONS = _ranges(
+    [(0x61D, 0x61D), (0x870, 0x89F), (0x8B5, 0x8B5), (0x8C8, 0x8D2), (0xC3C, 0xC3C), (0xC5D, 0xC5D),
+     (0xCDD, 0xCDD), (0x170D, 0x170D), (0x1715, 0x171F), (0x180F, 0x180F), (0x1AC1, 0x1ACE),
+     (0x1B4C, 0x1B4C), (0x1B7D, 0x1B7E), (0x1DFA, 0x1DFA), (0x20C0, 0x20C0), (0x2C2F, 0x2C2F),
+     (0x2C5F, 0x2C5F), (0x2E53, 0x2E5D), (0x9FFD, 0x9FFF), (0xA7C0, 0xA7C1), (0xA7D0, 0xA7F4),
+     (0xFBC2, 0xFBC2), (0xFD40, 0xFD4F), (0xFDCF, 0xFDCF), (0xFDFE, 0xFDFF), (0x10570, 0x105BC),
+     (0x10780, 0x107BA), (0x10F70, 0x10F89), (0x11070, 0x11075), (0x110C2, 0x110C2),
+     (0x116B9, 0x116B9), (0x11740, 0x11746), (0x11AB0, 0x11ABF), (0x12F90, 0x12FF2),
+     (0x16A70, 0x16AC9), (0x1AFF0, 0x1AFFE), (0x1B11F, 0x1B122), (0x1CF00, 0x1CFC3),
+     (0x1D1E9, 0x1D1EA), (0x1DF00, 0x1DF1E), (0x1E290, 0x1E2AE), (0x1E7E0, 0x1E7FE),
+     (0x1F6DD, 0x1F6DF), (0x1F7F0, 0x1F7F0), (0x1F979, 0x1F979), (0x1F9CC, 0x1F9CC),
+     (0x1FA7B, 0x1FA7C), (0x1FAA9, 0x1FAAC), (0x1FAB7, 0x1FABA), (0x1FAC3, 0x1FAC5),
+     (0x1FAD7, 0x1FAF6), (0x2A6DE, 0x2A6DF), (0x2B735, 0x2B738)]
+)  # fmt: skip
+# Deviation characters stay as they are in nontransitional processing.
+_DEVIATIONS = frozenset("\u00df\u03c2\u200c\u200d")
+_JOINERS = frozenset("\u200c\u200d")
+# The full stops that map to '.' and so separate labels (U+FF0E does so through NFKC too).
+_DOTS = frozenset("\u3002\uff0e\uff61")
+# Categories the IDNA table never lets through (format characters other than the ignored ones and
+# the deviations, controls, unassigned, private use, surrogates, separators).
+_NEVER_VALID_CATEGORIES = frozenset({"Cc", "Cf", "Cn", "Co", "Cs", "Zs", "Zl", "Zp"})
+# ASCII a mapping may not produce: the separators and every forbidden domain code point. ('.' only
+# comes from the full stops above; Node disallows '⒈' → '1.' and the like.)
+_MAPPED_ASCII_DISALLOWED = frozenset(chr(c) for c in range(0x21)) | frozenset(".#%/:<>?@[\\]^|\x7f")
+
+
+@functools.lru_cache(maxsize=MAP_CACHE_SIZE)
+def _map_code_point(c: str) -> str | None:
+    """The IDNA mapping of one non-ASCII code point: itself if valid, its mapping, '' if ignored, or
+    None if disallowed or not known well enough."""
+    if c in _DEVIATIONS:
+        return c
+    if c in _DOTS:
+        return "."
+    cp = ord(c)
+    if _in_ranges(cp, _IGNORED):
+        return ""
+    if (
+        unicodedata.category(c) in _NEVER_VALID_CATEGORIES
+        or _in_ranges(cp, _DISALLOWED)
+        or _in_ranges(cp, _UNICODE_14_ADDITIONS)
+    ):
+        return None
+    mapped = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", c).casefold())
+    if mapped == c:
+        return c
+    for x in mapped:
+        if x < "\x80":
+            if x in _MAPPED_ASCII_DISALLOWED:
+                return None
+        elif _map_code_point(x) != x:
+            return None
+    return mapped
+
+
+def _is_valid_code_point(c: str) -> bool:
+    return c < "\x80" or _map_code_point(c) == c
+
+
+def _domain_to_ascii(domain: str) -> str | None:
+    if domain.isascii():
+        lowered = domain.lower()
+        if "xn--" not in lowered:
+            return lowered
+        labels = lowered.split(".")
+        unicode_labels: list[str] = []
+        for label in labels:
+            if label.startswith("xn--"):
+                decoded = _decode_label(label)
+                if decoded is None:
+                    return None
+                unicode_labels.append(decoded)
+            else:
+                unicode_labels.append(label)
+        return lowered if _satisfies_bidi_rule(unicode_labels) else None
+    if not _UNICODE_VERIFIED:
+        return None
+    mapped_chars: list[str] = []
+    for c in domain:
+        if c < "\x80":
+            mapped_chars.append(c.lower())
+            continue
+        mapped = _map_code_point(c)
+        if mapped is None:
+            return None
+        mapped_chars.append(mapped)
+    labels = unicodedata.normalize("NFC", "".join(mapped_chars)).split(".")
+    ascii_labels: list[str] = []
+    unicode_labels = []
+    for label in labels:
+        if label.startswith("xn--"):
+            decoded = _decode_label(label) if label.isascii() else None
+            if decoded is None:
+                return None
+            ascii_labels.append(label)
+            unicode_labels.append(decoded)
+        elif label.isascii():
+            ascii_labels.append(label)
+            unicode_labels.append(label)
+        else:
+            if len(label) > MAX_UNICODE_LABEL_CHARS or not _label_is_valid(label):
+                return None
+            ascii_labels.append("xn--" + label.encode("punycode").decode("ascii"))
+            unicode_labels.append(label)
+    return ".".join(ascii_labels) if _satisfies_bidi_rule(unicode_labels) else None
+
+
+def _decode_label(label: str) -> str | None:
+    """An `xn--` label's Unicode form if it is one IDNA itself could have produced, else None."""
+    decoded = _punycode_decode(label[4:])
+    if (
+        not decoded
+        or decoded.isascii()  # UTS #46 since 15.1 (Node 20 accepts them; the standard does not)
+        or decoded.startswith("xn--")
+        or len(decoded) > MAX_UNICODE_LABEL_CHARS
+        or unicodedata.normalize("NFC", decoded) != decoded
+        or not all(_is_valid_code_point(c) for c in decoded)
+    ):
+        return None
+    return decoded if _UNICODE_VERIFIED and _label_is_valid(decoded) else None
+
+
+def _label_is_valid(label: str) -> bool:
+    """UTS #46 validity of a non-ASCII label (NFC, mapped), less the bidi rule, which is per domain."""
+    if unicodedata.category(label[0]).startswith("M"):
+        return False
+    for i, c in enumerate(label):
+        if c < "\x80":
+            continue
+        if c in _JOINERS:
+            # ContextJ: after a virama, both are fine. ZWNJ is also fine between certain joining
+            # types, which unicodedata does not know; those labels fail.
+            if i == 0 or unicodedata.combining(label[i - 1]) != 9:
+                return False
+        elif not _is_valid_code_point(c):
+            return False
+    return any(unicodedata.bidirectional(c) != "NSM" for c in label)
+
+
+_RTL = frozenset({"R", "AL", "AN"})
+_RTL_ALLOWED = frozenset({"R", "AL", "AN", "EN", "ES", "CS", "ET", "ON", "BN", "NSM"})
+_RTL_END = frozenset({"R", "AL", "EN", "AN"})
+_LTR_ALLOWED = frozenset({"L", "EN", "ES", "CS", "ET", "ON", "BN", "NSM"})
+_LTR_END = frozenset({"L", "EN"})
+
+
+def _satisfies_bidi_rule(labels: Sequence[str]) -> bool:
+    """RFC 5893's rule on every label of a Bidi domain name (one with an R, AL or AN character).
+
+    Node 20 checks only the labels that hold such characters, and those more loosely; failing where
+    either fails keeps us on the safe side of both."""
+    classes = [[unicodedata.bidirectional(c) for c in label] for label in labels if not label.isascii()]
+    if not any(_RTL.intersection(cs) for cs in classes):
+        return True
+    for label in labels:
+        if not label:
+            continue
+        dirs = [unicodedata.bidirectional(c) for c in label]
+        while dirs and dirs[-1] == "NSM":
+            dirs.pop()
+        if not dirs:
+            return False
+        if dirs[0] in ("R", "AL"):
+            if not _RTL_ALLOWED.issuperset(dirs) or dirs[-1] not in _RTL_END:
+                return False
+            if "EN" in dirs and "AN" in dirs:
+                return False
+        elif dirs[0] == "L":
+            if not _LTR_ALLOWED.issuperset(dirs) or dirs[-1] not in _LTR_END:
+                return False
+        else:
+            return False
+    return True
+
+
+# Punycode (RFC 3492) as Node decodes it: lower-case digits only, 32-bit overflow is an error.
+_BASE, _TMIN, _TMAX, _SKEW, _DAMP = 36, 1, 26, 38, 700
+_MAXINT = 0x7FFFFFFF
+
+
+def _punycode_digit(c: str) -> int:
+    if "a" <= c <= "z":
+        return ord(c) - 97
+    if "0" <= c <= "9":
+        return ord(c) - 22
+    return -1
+
+
+def _adapt(delta: int, points: int, first: bool) -> int:
+    delta = delta // _DAMP if first else delta // 2
+    delta += delta // points
+    k = 0
+    while delta > ((_BASE - _TMIN) * _TMAX) // 2:
+        delta //= _BASE - _TMIN
+        k += _BASE
+    return k + ((_BASE - _TMIN + 1) * delta) // (delta + _SKEW)
+
+
+def _punycode_decode(text: str) -> str | None:
+    out: list[int] = []
+    end = text.rfind("-")
+    if end >= 0:
+        out = [ord(c) for c in text[:end]]
+        text = text[end + 1 :]
+    n, i, bias, pos = 0x80, 0, 72, 0
+    while pos < len(text):
+        old_i, w, k = i, 1, _BASE
+        while True:
+            if pos >= len(text):
+                return None
+            digit = _punycode_digit(text[pos])
+            pos += 1
+            if digit < 0 or digit > (_MAXINT - i) // w:
+                return None
+            i += digit * w
+            t = _TMIN if k <= bias else _TMAX if k >= bias + _TMAX else k - bias
+            if digit < t:
+                break
+            if w > _MAXINT // (_BASE - t):
+                return None
+            w *= _BASE - t
+            k += _BASE
+        bias = _adapt(i - old_i, len(out) + 1, old_i == 0)
+        if i // (len(out) + 1) > _MAXINT - n:
+            return None
+        n += i // (len(out) + 1)
+        i %= len(out) + 1
+        if n < 0x80 or n > 0x10FFFF or 0xD800 <= n <= 0xDFFF:
+            return None
+        out.insert(i, n)
+        i += 1
+    return "".join(map(chr, out))
+
+
+def unicode_host(host: str) -> str:
+    """`host` with its `xn--` labels decoded, for display and folding; IP addresses unchanged."""
+    if "xn--" not in host.lower() or host.startswith("["):
+        return host
+    labels = host.split(".")
+    for i, label in enumerate(labels):
+        if label[:4].lower() == "xn--":
+            decoded = _decode_label(label.lower())  # labels IDNA would not produce stay encoded
+            if decoded:
+                labels[i] = decoded
+    return ".".join(labels)
+
+
+# --- quirks ------------------------------------------------------------------------------------------
+
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_QUIRK_SPLIT = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):(.*)", re.DOTALL)
+_LABEL_SEPARATOR = re.compile(r"[.\u3002\uff0e\uff61]")
+# Scripts that UTS #39's "highly restrictive" level lets share a label with each other and with Latin.
+_HAN_FAMILY = frozenset({"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "BOPOMOFO"})
+
+
+# What `quirks` can report, in the order it reports them.
+QUIRK_NAMES = (
+    "backslash", "tab_or_newline", "c0_or_space_trimmed", "userinfo", "percent_in_host",
+    "ipv4_non_decimal", "ipv4_short_form", "control_character", "mixed_scripts", "non_ascii_host",
+    "trailing_dot", "empty_label", "at_in_path_or_query",
+)  # fmt: skip
+
+
+def _letter_scripts(label: str) -> set[str]:
+    scripts: set[str] = set()
+    for c in unicodedata.normalize("NFKC", label):
+        if c.isascii():
+            if c.isalpha():
+                scripts.add("LATIN")
+        elif unicodedata.category(c) in ("Lu", "Ll", "Lt", "Lo"):
+            word = unicodedata.name(c, "").split(" ", 1)[0]
+            scripts.add("HAN" if word in _HAN_FAMILY else word)
+    return scripts
+
+
+def _mixes_scripts(label: str) -> bool:
+    scripts = _letter_scripts(label)
+    return len(scripts) > 1 and not scripts <= {"HAN", "LATIN"}
+
+
+def quirks(text: str) -> tuple[str, ...]:
+    """The ambiguity features of a raw URL (see the names below), for rules and reports; never fails."""
+    found: set[str] = set()
+    if "\\" in text:
+        found.add("backslash")
+    if _TAB_OR_NEWLINE.search(text):
+        found.add("tab_or_newline")
+    if text and (text[0] <= " " or text[-1] <= " "):
+        found.add("c0_or_space_trimmed")
+    if _CONTROL_CHARACTER.search(text):
+        found.add("control_character")
+    m = _QUIRK_SPLIT.match(_TAB_OR_NEWLINE.sub("", text.strip(_C0_OR_SPACE)))
+    if m is not None:
+        special = m.group(1).lower() in SPECIAL_SCHEMES
+        rest = m.group(2)
+        if special:
+            rest = rest.lstrip("/\\")
+        elif rest.startswith("//"):
+            rest = rest[2:]
+        else:
+            rest = ""
+            if "@" in m.group(2):
+                found.add("at_in_path_or_query")
+        end = (_AUTHORITY_END_SPECIAL if special else _AUTHORITY_END).search(rest)
+        authority, after = (rest[: end.start()], rest[end.start() :]) if end else (rest, "")
+        if "@" in after:
+            found.add("at_in_path_or_query")
+        if "@" in authority:
+            found.add("userinfo")
+            authority = authority.rpartition("@")[2]
+        host = authority.split("]", 1)[0] + "]" if authority.startswith("[") else authority.split(":", 1)[0]
+        _host_quirks(host, found)
+    return tuple(name for name in QUIRK_NAMES if name in found)
+
+
+def _host_quirks(host: str, found: set[str]) -> None:
+    if not host or host.startswith("["):
+        return
+    if "%" in host:
+        found.add("percent_in_host")
+        host = _PERCENT_BYTE.sub(
+            lambda m: bytes((int(m.group(1), 16),)), host.encode("utf-8", "replace")
+        ).decode("utf-8", "replace")
+    labels = _LABEL_SEPARATOR.split(host)
+    if len(labels) > 1 and labels[-1] == "":
+        found.add("trailing_dot")
+    if "" in labels[:-1]:
+        found.add("empty_label")
+    if not host.isascii():
+        found.add("non_ascii_host")
+        if any(_mixes_scripts(label) for label in labels):
+            found.add("mixed_scripts")
+    lowered = ".".join(labels).lower()
+    if not lowered.isascii():
+        lowered = unicodedata.normalize("NFKC", lowered)
+    if lowered.isascii() and _ends_in_number(lowered):
+        parts = lowered.split(".")
+        if parts[-1] == "" and len(parts) > 1:
+            parts.pop()
+        if any(len(p) > 1 and p[0] == "0" for p in parts):
+            found.add("ipv4_non_decimal")
+        if len(parts) < 4:
+            found.add("ipv4_short_form")
