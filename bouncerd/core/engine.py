@@ -409,7 +409,7 @@ class Engine:
         for d in self.session(call.session).vouched:
             why[d] = "typed by you in this session"
         for d in self.approvals.trusted_for(call.session, call.server.name, call.tool):
-            for k in canon.keys(d):
+            for k in canon.keys(d, exact=True):
                 why[k] = "approved for this session"
         for d in rule.trusted_destinations:
             for k in canon.keys(d):

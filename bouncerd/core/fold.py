@@ -41,7 +41,8 @@ from urllib.parse import unquote
 MAX_DECODE_ROUNDS = 3  # base64 of percent-encoded text of HTML entities; deeper nesting is not read
 MAX_EXPANSION = 4  # decoded readings of one string total at most 4x its size (+ slack): no decode bombs
 EXPANSION_SLACK = 4096
-MIN_BASE64_RUN = 16  # 12 decoded bytes: the shortest run that can hold an address worth hiding
+MIN_BASE64_RUN = 16  # 12 decoded bytes; shorter unpadded runs are ordinary words and ids far too often
+MIN_PADDED_BASE64_RUN = 8  # with `=` padding a shorter run is plainly base64: down to 4 bytes
 # Decoded bytes must read as UTF-8 text: at least 80% of characters printable (random binary reaches
 # about 40%; a word glued to the front of a run costs a few garbage characters).
 BASE64_MIN_PRINTABLE = 0.8
@@ -188,10 +189,12 @@ _MIME_WORD = re.compile(r"=\?([^?\s]{1,40})\?([bBqQ])\?([^?\s]*)\?=")
 _MIME_GAP = re.compile(r"(?<=\?=)\s+(?==\?)")
 # Quoted-printable writes upper-case hex (RFC 2045); requiring it keeps URL queries such as "?ref=de"
 # from being decoded as QP everywhere (decoding "=de" yields an invalid byte, then U+FFFD).
-# A soft line break counts only between word characters: base64 padding at a line end is not QP.
+# A soft line break counts only between two visible characters, the first not `=`: base64 padding at a
+# line end is not QP (`…ZQ=\n\nFrom:` neither), an encoder may break a line anywhere else (inside a
+# percent-escape too).
 # One scan finds both: `=XX`, and `=` + line break before a word character (its left side is checked
 # in Python).
-_QP_TRIGGER = re.compile(r"=(?:[0-9A-F]{2}|\r?\n(?=\w))")
+_QP_TRIGGER = re.compile(r"=(?:[0-9A-F]{2}|\r?\n(?=\S))")
 _B64_RUN_START = b"b" * MIN_BASE64_RUN
 _B64_RUN_REST = re.compile(rb"b*=?=?(?:\r?\nb+=?=?)*")
 _B64_MASK = bytes(
@@ -264,7 +267,8 @@ def decode_qp(text: str) -> str:
     if "=" not in text:
         return text
     for m in _QP_TRIGGER.finditer(text):
-        if m.group(0)[1] not in "\r\n" or (m.start() and text[m.start() - 1].isalnum()):
+        left = text[m.start() - 1] if m.start() else ""
+        if m.group(0)[1] not in "\r\n" or (left and not left.isspace() and left != "="):
             break
     else:
         return text
@@ -330,18 +334,41 @@ def has_base64_run(text: str) -> bool:
 
 
 def base64_runs(text: str) -> list[str]:
-    """Every run of the base64 alphabet long enough to hide a destination (line-wrapped runs joined)."""
-    if len(text) < MIN_BASE64_RUN:
+    """Every run of the base64 alphabet long enough to hide a destination (line-wrapped runs joined):
+    `MIN_BASE64_RUN` characters, or `MIN_PADDED_BASE64_RUN` when `=` padding closes it."""
+    if len(text) < MIN_PADDED_BASE64_RUN:
         return []
     mask = text.encode("ascii", "replace").translate(_B64_MASK)
     runs: list[str] = []
+    padded = "=" in text
+    pos = 0
     start = mask.find(_B64_RUN_START)
-    while start >= 0:
+    while True:
+        if padded:  # short padded runs between the long ones: one scan for "=" per gap
+            gap_end = start if start >= 0 else len(mask)
+            q = mask.find(b"=", pos, gap_end)
+            while q >= 0:
+                q = _short_padded_run(text, mask, q, runs)
+                q = mask.find(b"=", q, gap_end)
+        if start < 0:
+            return runs
         m = _B64_RUN_REST.match(mask, start + MIN_BASE64_RUN)
         end = m.end() if m is not None else start + MIN_BASE64_RUN
         runs.append(text[start:end])
+        pos = end
         start = mask.find(_B64_RUN_START, end)
-    return runs
+
+
+def _short_padded_run(text: str, mask: bytes, p: int, runs: list[str]) -> int:
+    """If the `=` at `p` closes a run shorter than `MIN_BASE64_RUN` to a multiple of four characters,
+    add the run to `runs`; return where to look for the next `=`."""
+    end = p + 2 if mask[p + 1 : p + 2] == b"=" else p + 1
+    if mask[p - 1 : p] == b"b" and mask[end : end + 1] not in (b"b", b"="):
+        lo = max(0, p - MIN_BASE64_RUN)
+        start = max(mask.rfind(c, lo, p) for c in (b" ", b"=", b"\r", b"\n")) + 1
+        if p - start < MIN_BASE64_RUN and end - start >= MIN_PADDED_BASE64_RUN and (end - start) % 4 == 0:
+            runs.append(text[start:end])
+    return end
 
 
 def decoded(text: str) -> Iterator[str]:
@@ -419,6 +446,46 @@ def assembled(folded: str) -> str | None:
     return "\n".join(out)
 
 
+# ---- address syntax and smuggled text -----------------------------------------------------------------
+
+# RFC 5322 lets an address carry a quoted local part (`"eve"@evil.example`) and comments next to the
+# `@` (`eve(hi)@evil.example`, `eve@(hi)evil.example`); mail software delivers to `eve@evil.example`.
+_QUOTED_LOCAL = re.compile(r'"([^"\s@]{1,64})"\s*@')
+_COMMENT_BEFORE_AT = re.compile(r"\([^()]{0,64}\)\s*(?=@)")
+_COMMENT_AFTER_AT = re.compile(r"(?<=@)\s*\([^()]{0,64}\)")
+
+
+def address_syntax(folded: str) -> str | None:
+    """`folded` with quoted local parts unquoted and comments beside an `@` removed, if it has any."""
+    if "@" not in folded or not ('"' in folded or "(" in folded):
+        return None
+    out = _COMMENT_AFTER_AT.sub("", _COMMENT_BEFORE_AT.sub("", _QUOTED_LOCAL.sub(r"\1@", folded)))
+    return out if out != folded else None
+
+
+# Invisible characters that carry text a model can read: Unicode tag characters (U+E0020-U+E007E mirror
+# ASCII) and variation selectors used as bytes (VS1-VS16 are 0-15, VS17-VS256 are 16-255). Removed by
+# `clean`, so they are decoded from the raw string, before cleaning.
+_SMUGGLED = re.compile("[\U000e0000-\U000e007f]+|[\ufe00-\ufe0f\U000e0100-\U000e01ef]+")
+
+
+def _smuggled_run(m: re.Match[str]) -> str:
+    run = m.group(0)
+    if "\U000e0000" <= run[0] <= "\U000e007f":
+        return " " + "".join(chr(ord(c) - 0xE0000) for c in run if 0xE0020 <= ord(c) <= 0xE007E) + " "
+    data = bytes(ord(c) - 0xFE00 if ord(c) <= 0xFE0F else ord(c) - 0xE0100 + 16 for c in run)
+    text = data.decode("utf-8", "replace") if len(data) >= 2 else ""
+    return " " + text + " " if text and text.isprintable() else ""
+
+
+def smuggled(raw: str) -> str | None:
+    """The text hidden in tag characters or variation-selector bytes of `raw`, spliced in place."""
+    if raw.isascii() or _SMUGGLED.search(raw) is None:
+        return None
+    out = _SMUGGLED.sub(_smuggled_run, raw)
+    return out if out != raw else None
+
+
 # ---- views -----------------------------------------------------------------------------------------
 
 
@@ -436,9 +503,18 @@ def views(text: str) -> Iterator[str]:
             rewritten = assembled(folded)
             if rewritten is not None:
                 yield rewritten
+            if "@" in folded:
+                unquoted = address_syntax(rewritten or folded)
+                if unquoted is not None:
+                    yield unquoted
             if round_ == MAX_DECODE_ROUNDS:
                 continue
-            for d in decoded(cleaned):
+            readings = decoded(cleaned)
+            if not raw.isascii():
+                hidden = smuggled(raw)
+                if hidden is not None:
+                    readings = iter((hidden, *readings))
+            for d in readings:
                 if seen is None:
                     seen = {text}
                 if d not in seen and len(d) <= budget:

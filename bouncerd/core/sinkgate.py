@@ -24,12 +24,14 @@ that did not appear → deny (data smuggled into the URL); any other URL → all
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from bouncerd.core import canon
+from bouncerd.core import canon, tokens
 from bouncerd.core.constraints import find_values
+from bouncerd.core.fallback import words
 from bouncerd.core.model import Provenance, Verdict
 from bouncerd.core.taint import Hit
 
@@ -42,6 +44,71 @@ SHOWN_DESTINATION_CHARS = 120
 class Destination:
     parameter: str  # dotted path of the argument it came from, e.g. "to[1]" or "recipients.<key>"
     value: str
+    parts: tuple[str, ...] = ()  # for a destination assembled from several arguments: their paths
+
+
+# ---- destinations assembled from several arguments -----------------------------------------------------
+
+# Roles of argument names whose values together make one destination: `to_user` + `to_domain` is an
+# address, `owner` + `repo` a repository, `host` + `path` a URL. A name is split into words
+# (snake, kebab, camel case); the role word is the last one, the rest (`to`) must agree between the pair.
+_LOCAL_ROLE = frozenset({"user", "username", "local", "localpart", "mailbox", "login", "account"})
+_DOMAIN_ROLE = frozenset({"domain", "host", "hostname", "server"})
+_OWNER_ROLE = frozenset({"owner", "org", "organization", "organisation", "namespace", "workspace"})
+_REPO_ROLE = frozenset({"repo", "repository", "project"})
+_PATH_ROLE = frozenset({"path", "endpoint", "route", "share"})
+_PORT_ROLE = frozenset({"port"})
+MAX_ASSEMBLED_PER_OBJECT = 16  # pairs joined per object: a call has a handful of arguments
+
+
+def _role(name: str) -> tuple[str, str] | None:
+    parts = words(name)
+    if not parts:
+        return None
+    last, rest = parts[-1], "_".join(parts[:-1])
+    if len(parts) >= 2 and parts[-2] + last in _LOCAL_ROLE | _DOMAIN_ROLE:  # local_part, host_name
+        last, rest = parts[-2] + last, "_".join(parts[:-2])
+    for role, names in (
+        ("local", _LOCAL_ROLE),
+        ("domain", _DOMAIN_ROLE),
+        ("owner", _OWNER_ROLE),
+        ("repo", _REPO_ROLE),
+        ("path", _PATH_ROLE),
+        ("port", _PORT_ROLE),
+    ):
+        if last in names:
+            return role, rest
+    return None
+
+
+def assembled(arguments: Mapping[str, Any], path: str = "", depth: int = 0) -> list[Destination]:
+    """Destinations that only pairs of arguments spell: `user@domain`, `owner/repo`, `host[:port]/path`.
+
+    Each object of the arguments is read on its own (nested ones too, to a small depth)."""
+    out: list[Destination] = []
+    by_role: dict[tuple[str, str], tuple[str, str]] = {}
+    for name, value in arguments.items():
+        sub = f"{path}.{name}" if path else str(name)
+        if isinstance(value, Mapping) and depth < 3:
+            out += assembled(value, sub, depth + 1)
+        elif isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+            named = _role(str(name))
+            if named is not None:
+                by_role.setdefault(named, (sub, str(value).strip()))
+    for (role, rest), (p1, v1) in by_role.items():
+        for second, joiner in (("domain", "@"), ("repo", "/")):
+            first = {"domain": "local", "repo": "owner"}[second]
+            if role == first and (second, rest) in by_role:
+                p2, v2 = by_role[(second, rest)]
+                out.append(Destination(f"{p1}+{p2}", f"{v1.lstrip('@')}{joiner}{v2.lstrip('@/')}", (p1, p2)))
+        if role == "domain":
+            host = v1
+            if ("port", rest) in by_role:
+                host = f"{v1}:{by_role[('port', rest)][1]}"
+            if ("path", rest) in by_role:
+                p2, v2 = by_role[("path", rest)]
+                out.append(Destination(f"{p1}+{p2}", f"{host}/{v2.lstrip('/')}", (p1, p2)))
+    return out[:MAX_ASSEMBLED_PER_OBJECT]
 
 
 @dataclass(frozen=True)
@@ -71,11 +138,46 @@ def destinations(
             found.extend(_leaves(value, concrete))
     if not found:
         return list(_leaves(arguments, "")), True
-    declared_tops = {p.split(".", 1)[0] for p in sink_params}
-    for name, value in arguments.items():
-        if name not in declared_tops and looks_like_destination(str(name)):
-            found.extend(_leaves(value, str(name)))
+    declared = {d.parameter for d in found}
+    for path, value in _named_values(arguments, ""):
+        if path in declared:
+            continue
+        name = path.rsplit(".", 1)[-1].split("[", 1)[0]
+        nested = "." in path or "[" in path
+        if (nested and _names_recipient(name)) or (not nested and looks_like_destination(name)):
+            found.extend(d for d in _leaves(value, path) if d.parameter not in declared)
     return found, False
+
+
+# Inside nested objects only names of recipients count (`headers.Bcc`, `options.cc`, `envelope.to`): a
+# link inside a message block (`blocks[0].url`) is content, not where the message goes.
+_RECIPIENT_WORDS = frozenset(
+    {"to", "cc", "bcc", "recipient", "recipients", "reply", "replyto", "forward", "forwardto", "rcpt",
+     "destination", "destinations", "email", "emails", "address", "addresses", "webhook", "callback"}
+)  # fmt: skip
+
+
+def _names_recipient(name: str) -> bool:
+    parts = words(name)
+    return bool(parts) and (parts[-1] in _RECIPIENT_WORDS or (len(parts) > 1 and parts[0] in ("to", "cc")))
+
+
+MAX_NAMED_DEPTH = 6  # argument objects nest a few levels (headers, options, envelope); deeper is data
+
+
+def _named_values(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
+    """Every (path, value) under a named key of the arguments, nested objects and lists included, so a
+    `headers.Bcc` or `options.cc[0]` beside a declared `to` is found by its name."""
+    if depth > MAX_NAMED_DEPTH:
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else str(k)
+            yield sub, v
+            yield from _named_values(v, sub, depth + 1)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _named_values(v, f"{path}[{i}]", depth + 1)
 
 
 def _leaves(value: Any, path: str) -> Iterator[Destination]:
@@ -121,8 +223,9 @@ def _where(prov: Provenance | None) -> str:
 
 
 def trusted_reason(dest: Destination, trust: Trust) -> str | None:
-    keys = canon.keys(dest.value)
-    for key in keys:
+    """Why the destination is trusted, or None. A value with more than one reading has no trust key, so
+    only an approval of it exactly as written can trust it (`canon.keys(exact=True)`)."""
+    for key in canon.keys(dest.value, exact=True):
         if key in trust.destinations:
             return trust.why.get(key, "allowlisted")
     host = canon.domain(dest.value)
@@ -133,10 +236,95 @@ def trusted_reason(dest: Destination, trust: Trust) -> str | None:
     return None
 
 
+def readings_text(value: str) -> str:
+    """What a value with several readings reaches, for a reason or a question: the receiver's first."""
+    r = canon.reading(value)
+    why = ", ".join(q.replace("_", " ") for q in r.quirks)
+    if not r.reached:
+        return why
+    reached = [canon.visible(x)[:SHOWN_DESTINATION_CHARS] for x in r.reached[:4]]
+    return f"{why}; the server would reach {reached[0]!r}" + (
+        f", other readings: {', '.join(repr(x) for x in reached[1:])}" if len(reached) > 1 else ""
+    )
+
+
+def _read_as(dest: Destination) -> str:
+    r = canon.reading(dest.value)
+    return "" if r.single else f" ({readings_text(dest.value)})"
+
+
+# A line break, then a header name and a colon: in a mail or HTTP message built by string concatenation the
+# rest of the line is a header of its own (`subject: "Q3\r\nBcc: eve@evil.example"`).
+_HEADER_INJECTION = re.compile(
+    r"[\r\n\x85\u2028\u2029][ \t]*((?:resent-)?(?:to|cc|bcc|from|sender|reply-to|return-path|"
+    r"delivered-to|envelope-to|x-forwarded-to|location|host|forwarded|refresh)[ \t]*:[^\r\n]*)",
+    re.IGNORECASE,
+)
+# A message body is not a header: a forwarded mail quotes `From:` and `To:` lines in it on purpose.
+_BODY_WORDS = frozenset(
+    {"body", "text", "content", "contents", "html", "markdown", "message", "description", "comment", "note"}
+)
+_CONTROL_SPLIT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]+")
+
+
+def _smuggled_destinations(arguments: Mapping[str, Any], sinks: set[str]) -> list[Destination] | Verdict:
+    """Destinations smuggled into the other arguments of a send: a NUL anywhere is refused outright (C
+    code stops reading there, so what is checked is not what is sent); a header line after a line break
+    and text after another control character become destinations of their own."""
+    out: list[Destination] = []
+    for d in _leaves(arguments, ""):
+        if "\x00" in d.value:
+            return Verdict(
+                "deny",
+                "sink.nul_character",
+                f"argument {d.parameter!r} of a sending tool holds a NUL character: what Bouncer checks "
+                f"would not be what the server reads",
+                parameter=d.parameter,
+            )
+        if d.parameter in sinks:
+            continue
+        name = words(d.parameter.rsplit(".", 1)[-1].split("[", 1)[0])
+        if not (name and name[-1] in _BODY_WORDS):
+            for m in _HEADER_INJECTION.finditer(d.value):
+                value = m.group(1).split(":", 1)[1].strip()
+                if canon.canonicalize(value).kind != "text" or tokens.text_keys(value):
+                    out.append(Destination(f"{d.parameter} (header line)", value))
+        if _CONTROL_SPLIT.search(d.value):
+            for part in _CONTROL_SPLIT.split(d.value)[1:]:
+                if part.strip() and canon.canonicalize(part.strip()).kind != "text":
+                    out.append(Destination(f"{d.parameter} (after a control character)", part.strip()))
+    return [d for d in out if d.value]
+
+
+def _with_assembled(
+    results: list[Classified], arguments: Mapping[str, Any], trust: Trust, lookup: Callable[[str], Hit | None]
+) -> list[Classified]:
+    """Results with the destinations that pairs of arguments spell: a tainted one is refused like any
+    other; a trusted one (`alice` + `corp.example` allowlisted as `alice@corp.example`) vouches for its
+    parts; an unproven one adds nothing (its parts are judged on their own)."""
+    extra: list[Classified] = []
+    trusted_parts: dict[str, str] = {}
+    for d in assembled(arguments):
+        c = classify(d, trust, lookup)
+        if c.state in ("tainted", "tainted_identity"):
+            extra.append(c)
+        elif c.state == "trusted":
+            for p in d.parts:
+                trusted_parts[p] = f"part of {d.value!r}, {c.why}"
+    if trusted_parts:
+        results = [
+            replace(c, state="trusted", why=trusted_parts[c.dest.parameter])
+            if c.dest.parameter in trusted_parts and c.state not in ("tainted", "tainted_identity")
+            else c
+            for c in results
+        ]
+    return extra + results
+
+
 @dataclass(frozen=True)
 class Classified:
     dest: Destination
-    state: str  # trusted | tainted | tainted_identity | evicted | unproven
+    state: str  # trusted | tainted | tainted_identity | evicted | ambiguous | unproven
     why: str | None = None  # for trusted: why
     provenance: Provenance | None = None
 
@@ -147,7 +335,7 @@ def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None
         return Classified(dest, "trusted", why=why)
     hit = lookup(dest.value)
     if hit is None:
-        return Classified(dest, "unproven")
+        return Classified(dest, "unproven" if canon.reading(dest.value).single else "ambiguous")
     if hit.state == "evicted":
         return Classified(dest, "evicted")
     return Classified(dest, "tainted_identity" if hit.identity_only else "tainted", provenance=hit.provenance)
@@ -172,7 +360,11 @@ def send_verdict(
             "sink.no_destination",
             f"{tool} sends data but this call names no destination Bouncer can check",
         )
-    results = [classify(d, trust, lookup) for d in dests]
+    smuggling = _smuggled_destinations(arguments, {d.parameter for d in dests})
+    if isinstance(smuggling, Verdict):
+        return smuggling
+    results = [classify(d, trust, lookup) for d in [*dests, *smuggling]]
+    results = _with_assembled(results, arguments, trust, lookup)
     for c in results:
         if (c.state == "tainted" and on_tainted == "deny") or (
             c.state == "tainted_identity" and on_tainted_identity == "deny" and on_tainted == "deny"
@@ -180,9 +372,10 @@ def send_verdict(
             return Verdict(
                 "deny",
                 "sink.tainted_destination",
-                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} first appeared "
-                f"{_where(c.provenance)}; sending there could carry your data to whoever planted it. "
-                f"If this destination is really yours, add it to trusted_destinations in your policy",
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r}{_read_as(c.dest)} "
+                f"first appeared {_where(c.provenance)}; sending there could carry your data to whoever "
+                f"planted it. If this destination is really yours, add it to trusted_destinations in "
+                f"your policy",
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
                 provenance=c.provenance,
@@ -199,6 +392,17 @@ def send_verdict(
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
                 provenance=c.provenance,
+            )
+    for c in results:
+        if c.state == "ambiguous":
+            return Verdict(
+                "ask",
+                "sink.ambiguous_reading",
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} can be read more "
+                f"than one way ({readings_text(c.dest.value)}), so no allowlist can vouch for it; "
+                f"a person must confirm it",
+                destination=c.dest.value,
+                parameter=c.dest.parameter,
             )
     for c in results:
         if c.state in ("evicted", "unproven"):
@@ -240,7 +444,7 @@ def fetch_verdict(
     host_hit: Callable[[str], Hit | None],
 ) -> Verdict:
     dests, _ = destinations(arguments, sink_params)
-    for d in dests:
+    for d in [*dests, *assembled(arguments)]:
         if trusted_reason(d, trust) is not None or seen_exactly(d.value):
             continue
         hit = host_hit(d.value)

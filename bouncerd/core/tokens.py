@@ -5,41 +5,91 @@ Theory of operation
 Matching is on whole tokens: a token is a maximal run of the characters it can contain, so
 `ana@x.com` is not found inside `dana@x.com` and `x.com` is not found inside `ana@x.com`. The
 tokenizer never walks text character by character in Python: it maps the folded text to a byte mask
-(one `bytes.translate`), finds *anchors* (`@`, `#`, a `.` inside a word, `://`) with literal scans
-(byte scans for the rare `@` and `://`, literal-prefixed patterns for the rest), cuts the chunk around
-each anchor at the nearest delimiter with `find`/`rfind`, and parses only those chunks. Digit runs
-(phones, IBANs) are found in the same mask with literal-prefixed patterns, only where a digit appears.
+(one `bytes.translate`), finds *anchors* (`@`, `#`, a `.` inside a word, a `:` before `//`, `:` or
+IPv6 groups) with literal scans (a byte scan for the rare `@`, literal-prefixed patterns for the
+rest), cuts the chunk around each anchor at the nearest delimiter with `find`/`rfind`, and parses only
+those chunks. A `/` in a chunk that no anchor reached is found with a byte scan that skips the chunks
+already read (only `owner/repo` can be a key there); UNC paths are found from the rare `\\\\`. Digit
+runs (phones, IBANs) and platform ids are found in the same mask with one literal-prefixed pattern,
+only where a digit appears.
 
 Token classes and their keys (all in folded form; keys shorter than `MIN_KEY_CHARS` are dropped):
 - **e-mail**: `local@domain`; `+tag` removed (the key of `a+tag@x.com` is `a@x.com`: the tag reaches
   the same mailbox); Gmail dots removed; the domain keyed as a host. The domain of an address is not a
-  host token of its own (`x.com` is not tainted by `ana@x.com`).
-- **URL** (`scheme://…`, `//host/…`, or `host/path`): the host, the host without `www.`, the host with
-  its first `MAX_PATH_PREFIX_SEGMENTS` path segments, and the whole URL without its scheme (default
-  ports dropped, percent-decoded, dot segments resolved); keys longer than `MAX_KEY_CHARS` end in a
-  digest.
+  host token of its own (`x.com` is not tainted by `ana@x.com`). Each address of a `mailto:` list
+  (`mailto:a@x.com,b@y.com?cc=c@z.com`) is one: `,` and `;` are delimiters, and `:` or `=` before a
+  local part ends the token before it.
+- **URL** (`scheme://…`, `//host/…`, or `host/path`; `smb://` and `file://` too): the host, the host
+  without `www.`, the host with its first `MAX_PATH_PREFIX_SEGMENTS` path segments, and the whole URL
+  without its scheme (default ports dropped, percent-decoded, dot segments resolved); keys longer than
+  `MAX_KEY_CHARS` end in a digest. In a URL with a scheme, a host that `host_key` rejects or that has
+  no dot is read as the WHATWG URL standard reads a host that ends in a number (`ipv4_number_host`):
+  at most four parts in decimal, `0x` hex or leading-`0` octal, the last filling the remaining bytes,
+  so `http://0x7f.0.0.1/`, `http://2130706433/` and `http://127.1/` have the host key `127.0.0.1`. An
+  IPv6 host (`http://[2001:DB8:0::1]:8080/`) is keyed as WHATWG serialises it, in brackets
+  (`[2001:db8::1]`: RFC 5952, hex groups only, so `[::ffff:10.0.0.1]` is `[::ffff:a00:1]`), and an
+  IPv4-mapped one also by its IPv4 address (`10.0.0.1`).
 - **host** (`evil.com`, `10.0.0.1`): the host (and its `www.`-less form); the last label must not be
-  numeric and must have two characters, unless the host is an IPv4 address.
+  numeric and must have two characters, unless the host is an IPv4 address in dotted decimal (outside
+  a URL, `3.14` is a number, not a host).
+- **IPv6 address** written bare (`2001:db8::1`, `::ffff:10.0.0.1`, the full eight-group form): the
+  keys of the same address as a URL host. A token is tried only if it has `::` or four groups in a
+  row (`10:00:00` is a time), is at most `IPV6_MAX_CHARS` long and has a digit (`std::map` is code).
+- **UNC path** (`\\\\evil.example\\share\\file`, starting a token): the keys of the URL
+  `//evil.example/share/file`. A host without a share (`"\\\\n"` in escaped code) is not one, nor is
+  a `\\\\` after a drive letter (`c:\\\\users`). A single-label host counts (`\\\\nas01\\share`).
+- **code repository** (`owner/repo`): a chunk that is exactly two names joined by one `/`, the owner
+  `[a-z0-9][a-z0-9_-]*` (a dotted one is a host: `host/path`), the repository `[a-z0-9][a-z0-9_.-]*`
+  without `..`, each at most `REPO_MAX_NAME` characters; not a media type (`text/html`,
+  `multipart/form-data`: `MEDIA_TYPES`), not two numbers (`24/7`), and not two plain words of which
+  one is shorter than `REPO_PLAIN_MIN_NAME` letters (`and/or`, `yes/no`, `his/her`); dates have two
+  slashes. The key is the lower-case `owner/repo`. A URL on a code host (`CODE_HOSTS`:
+  `github.com/owner/repo/…`, `api.github.com/repos/owner/repo`) and an scp-style git remote
+  (`git@github.com:owner/repo.git`) add their `owner/repo` too (`.git` removed). Trade-off: two long
+  plain words (`read/write`, `date/time`) and one-level relative paths (`debian/rules`,
+  `src/main.py`) are keys as well (measured: 50-600 a MB in documentation text, none in mail-like
+  text); a key costs memory, and a question only if that exact string is later a destination.
 - **phone** (8–15 digits, separators `space ( ) . - /`): the digits, and national forms (1–3 digits of
   country code dropped from a `+`/`00` number, the trunk `0` dropped from a national one). Runs shaped
   like dates (`2026-05-09`) are not phones.
-- **IBAN** (mod-97 valid, optionally grouped by spaces): compact, lower case.
-- **handle / channel** (`@bob.smith`, `#general` at the start of a chunk): the name without its sigil,
-  so `channel: "general"` matches `#general`.
+- **IBAN** (`iban_shaped_key`): two letters, two digits, then letters and digits, `IBAN_MIN_CHARS` to
+  `IBAN_MAX_CHARS` in all, optionally grouped by single spaces (`DE89 3704 0044 0532 0130 00`), as a
+  whole token; compact, lower case. A mod-97-valid one is always a key. One that fails the checksum
+  (AgentDojo's `US133000000121212121212`, a mistyped account) is a key when the part after the check
+  digits has a run of `IBAN_MIN_DIGIT_RUN` digits (every national format's bank or account number
+  does) and its letters are not all `a`–`f` (that is a hex digest: `ab12cdef34567890…`). The country
+  code is not checked against the registry (AgentDojo writes `US` and `UK`). The scan finds an IBAN
+  from its first 8-digit run (or two 4-digit groups), at most `IBAN_SCAN_BACK` characters in.
+  Trade-off: a mistyped IBAN whose bank code has only the letters a–f is missed (its bank would
+  refuse it too); an order number shaped like an IBAN (`PO12 3456 7890 1234`) becomes a key.
+- **platform id** (Slack user, channel and team ids: `U04ABCDEF12`, `C0123ABCD`, `T0G9PQBBK`): one of
+  `PLATFORM_ID_TYPES` (u, c, w, g, t, d), a digit (every id Slack issues has one there), then letters
+  and digits, `PLATFORM_ID_MIN_CHARS` to `PLATFORM_ID_MAX_CHARS` in all, with at least two digits and
+  one letter after the type letter, as a whole token: at the start of the text or after a delimiter,
+  `@`, `#`, `:` or a symbol (not after `/`: a URL's path is keyed with its URL), and not followed by a
+  letter, digit, `@`, `+`, `-`, or by a `.` or `:` that goes on (`u04abcdef12.com` is a host); the
+  lower-case id. An id whose first digits are a phone-shaped run (`T01234567AB`) is found too.
+  Folding loses case, so a git short hash such as `c9af708b1a` is a key as well (measured: 15 a MB in
+  changelogs, none in mail-like text).
+- **handle / channel** (`@bob.smith`, `#general`) anywhere in a chunk, at its start or after a
+  character that cannot end a local part, a path, an entity or a sigil (`cc:@bob`, `to=#ops-2`, not
+  `x@bob`, `/#top`, `&#64;`, `sym@@ver`): the name without its sigil, so `channel: "general"` matches
+  `#general`. A `#` followed by a hex colour (`#c0c0c0`) is not a channel.
 - a spelled-out `at` before a host (`attacker at evil.com`) is read as an e-mail address.
 
 Short strings (most values of structured output: ids, dates, names, single addresses) recur across
 outputs, so their keys are kept in a bounded process-wide cache (`SHORT_CACHE_ENTRIES`); those that
 are ASCII without any decoding trigger skip `fold.views`, and a single address skips the chunk
 machinery too. Cost model behind these choices (CPython, per MB of text): a one-character scan
-(memchr) ~0.05 ms, a multi-character substring search or `bytes.translate` ~1 ms, a regex scan 2-5 ms;
-a Python function call or regex call ~0.2 µs each. So scans are few, gated by cheap ones, and the
-per-token Python work runs only on chunks around anchors.
+(memchr) ~0.05 ms, a multi-character substring search or `bytes.translate` ~1 ms, a regex scan 2-5 ms
+(1 ms with a one-character literal prefix); a Python function call or regex call ~0.2 µs each. So
+scans are few, gated by cheap ones, and the per-token Python work runs only on chunks around anchors.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -52,6 +102,17 @@ MAX_KEY_CHARS = 320  # an e-mail is at most 254 characters; longer URL keys end 
 MAX_PATH_PREFIX_SEGMENTS = 3  # "host/a/b/c": enough to tell tenants of a shared host apart
 PHONE_MIN_DIGITS = 8  # shorter digit runs are dates, amounts, ids
 PHONE_MAX_DIGITS = 15  # E.164 maximum
+IBAN_MIN_CHARS = 15  # Norway's IBANs, the shortest in the registry
+IBAN_MAX_CHARS = 34  # the registry's maximum (Saint Lucia has 32, Russia 33)
+IBAN_MIN_DIGIT_RUN = 8  # every national format has a bank or account number this long; ids rarely do
+IBAN_SCAN_BACK = 24  # an IBAN's first 8-digit run starts at most this far in (country, bank letters, spaces)
+REPO_MAX_NAME = 100  # GitHub's limit for a repository name (owner names: 39)
+# Two plain words joined by "/" ("and/or", "his/her", "yes/no") are prose unless both are this long
+# ("torvalds/linux"); a name with a digit, "-", "_" or "." is never prose ("evil-org/x1").
+REPO_PLAIN_MIN_NAME = 4
+PLATFORM_ID_TYPES = frozenset("ucwgtd")  # Slack: user, channel, enterprise user, group, team, DM
+PLATFORM_ID_MIN_CHARS = 9  # the shortest Slack ids (C0123ABCD, T0G9PQBBK)
+PLATFORM_ID_MAX_CHARS = 12  # the longest have 11 (U04ABCDEF12); one more leaves room for growth
 
 DEFAULT_PORTS: dict[str, frozenset[str]] = {
     "http": frozenset({"80"}),
@@ -61,19 +122,99 @@ DEFAULT_PORTS: dict[str, frozenset[str]] = {
     "ftp": frozenset({"21"}),
     "": frozenset({"80", "443"}),  # no scheme written: either web default
 }
+# Hosts whose first two path segments name a repository, and how many segments come before them.
+CODE_HOSTS: dict[str, int] = {
+    "github.com": 0,
+    "gitlab.com": 0,
+    "bitbucket.org": 0,
+    "codeberg.org": 0,
+    "raw.githubusercontent.com": 0,
+    "api.github.com": 1,  # api.github.com/repos/owner/repo
+}
 _GMAIL = frozenset({"gmail.com", "googlemail.com"})
 _IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 _SINGLE_LABEL = re.compile(r"[^\W_][\w-]*")
 _NON_DIGITS = re.compile(r"\D+")
+_HEX_LETTERS = frozenset("abcdef")
+_DIGITS = frozenset("0123456789")
+_DIGIT_RUN = re.compile(rf"\d{{{IBAN_MIN_DIGIT_RUN}}}")
+
+
+# ---- IP literals -----------------------------------------------------------------------------------
+
+
+IPV4_MAX_DECIMAL_DIGITS = 10  # 4294967295, the largest IPv4 number
+_HEX_NUMBER = re.compile(r"[0-9a-f]*")
+_OCTAL_NUMBER = re.compile(r"[0-7]+")
+_DECIMAL_NUMBER = re.compile(r"[0-9]+")
+
+
+def _ipv4_part(part: str) -> int | None:
+    """One part of a WHATWG IPv4 host: decimal, `0x` hex (`0x` alone is 0) or leading-`0` octal."""
+    if part[:2] == "0x":
+        digits = part[2:]
+        return (int(digits, 16) if digits else 0) if _HEX_NUMBER.fullmatch(digits) else None
+    if len(part) > 1 and part[0] == "0":
+        return int(part[1:], 8) if _OCTAL_NUMBER.fullmatch(part, 1) else None
+    if len(part) > IPV4_MAX_DECIMAL_DIGITS or not _DECIMAL_NUMBER.fullmatch(part):
+        return None  # longer is over 2**32 (and int() refuses a hostile 5000-digit part)
+    return int(part)
+
+
+def ipv4_number_host(host: str) -> str | None:
+    """The dotted form of a URL host that WHATWG reads as IPv4 (`0x7f.1`, `2130706433`), else None."""
+    parts = host.split(".")
+    if len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    last = parts[-1]
+    if len(parts) > 4 or not (_DECIMAL_NUMBER.fullmatch(last) or last[:2] == "0x"):
+        return None  # not a number host (WHATWG: "ends in a number"), or one it rejects
+    nums: list[int] = []
+    for part in parts:
+        n = _ipv4_part(part) if part else None
+        if n is None:
+            return None
+        nums.append(n)
+    if any(n > 255 for n in nums[:-1]) or nums[-1] >= 256 ** (5 - len(nums)):
+        return None
+    value = nums[-1]
+    for i, n in enumerate(nums[:-1]):
+        value += n << (8 * (3 - i))
+    return ".".join(str((value >> shift) & 255) for shift in (24, 16, 8, 0))
+
+
+def ipv6_keys(literal: str) -> list[str]:
+    """The keys of an IPv6 address (brackets optional): `[RFC 5952 form]`, and for an IPv4-mapped
+    address its IPv4 address too; [] if it is not one. Hex groups are never written as dotted IPv4
+    (`[::ffff:a00:1]`), as WHATWG serialises them, whichever Python version runs."""
+    text = literal[1:-1] if literal[:1] == "[" and literal[-1:] == "]" else literal
+    try:
+        value = int(ipaddress.IPv6Address(text.split("%", 1)[0]))
+    except ValueError:
+        return []
+    groups = [(value >> (112 - 16 * i)) & 0xFFFF for i in range(8)]
+    best, best_len, run = -1, 1, 0  # the longest run of zero groups (of two or more), leftmost on ties
+    for i, g in enumerate(groups):
+        run = run + 1 if g == 0 else 0
+        if run > best_len:
+            best, best_len = i - run + 1, run
+    hexes = [f"{g:x}" for g in groups]
+    if best >= 0:  # the longest run of zero groups becomes "::"
+        hexes[best : best + best_len] = ["", ""] if best in (0, 8 - best_len) else [""]
+    keys = ["[" + (":".join(hexes) if best_len < 8 else "::") + "]"]
+    if value >> 32 == 0xFFFF:
+        keys.append(".".join(str((value >> shift) & 255) for shift in (24, 16, 8, 0)))
+    return keys
 
 
 # ---- keys of one token -----------------------------------------------------------------------------
 
 
 def host_key(host: str) -> str | None:
-    """A folded host as a key (trailing dots removed, punycode decoded), or None if it is not a host.
+    """A folded host as a key (trailing dots removed, punycode decoded, an IPv6 literal in RFC 5952
+    form), or None if it is not a host.
 
-    Callers pass hosts matched by `[\\w-]+(\\.[\\w-]+)*` (or an IPv6 literal).
+    Callers pass hosts matched by `[\\w-]+(\\.[\\w-]+)*` (or an IPv6 literal in brackets).
     """
     if host.endswith("."):
         host = host.rstrip(".")
@@ -81,13 +222,20 @@ def host_key(host: str) -> str | None:
         host = fold.fold_clean(host)
     dot = host.rfind(".")
     if dot < 0:
-        if host.startswith("[") and host.endswith("]"):
-            return host  # IPv6 literal
+        if host.startswith("["):
+            return _ipv6_host(host)
         return host if _SINGLE_LABEL.fullmatch(host) else None
     tld = host[dot + 1 :]
     if len(tld) < 2 or tld.isdigit() or (not tld.isalnum() and "-" not in tld):
+        if host.startswith("["):
+            return _ipv6_host(host)  # with an IPv4 tail: [::ffff:10.0.0.1]
         return host if _IPV4.fullmatch(host) else None
     return host
+
+
+def _ipv6_host(host: str) -> str | None:
+    keys = ipv6_keys(host) if host.endswith("]") else []
+    return keys[0] if keys else None
 
 
 def host_keys(host: str) -> list[str]:
@@ -131,7 +279,7 @@ def _segments(path: str) -> list[str]:
 
 
 class UrlKeys(NamedTuple):
-    hosts: list[str]  # the host, and the host without "www."
+    hosts: list[str]  # the host, and the host without "www." (or an IPv4-mapped address's IPv4)
     prefixes: list[str]  # host+first path segments, shortest first
     whole: str  # host[:port]/path?query#fragment: the URL without its scheme
 
@@ -142,12 +290,22 @@ class UrlKeys(NamedTuple):
 def url_keys(
     scheme: str, host: str, port: str | None, path: str, query: str | None, fragment: str | None
 ) -> UrlKeys | None:
-    """The keys of one URL, or None if its host is not a host."""
+    """The keys of one URL, or None if its host is not a host. With a scheme, a host that ends in a
+    number is read as WHATWG reads it (`ipv4_number_host`)."""
     hkey = host_key(host)
+    if scheme and (hkey is None or "." not in hkey or host[-1:].isdigit() or "0x" in host):
+        hkey = ipv4_number_host(host) or hkey  # "0x7f.1", "2130706433", "0xcb.0x0.0x71.0x7"
     if hkey is None:
         return None
-    hosts = host_keys(hkey) if hkey.startswith("www.") else [hkey]
-    base = hosts[-1]
+    if hkey.startswith("www."):
+        hosts = host_keys(hkey)
+        base = hosts[-1]
+    elif hkey.startswith("["):
+        hosts = ipv6_keys(hkey)  # and an IPv4-mapped address's IPv4 address
+        base = hkey
+    else:
+        hosts = [hkey]
+        base = hkey
     if port and port not in DEFAULT_PORTS.get(scheme, frozenset()):
         base = f"{base}:{port.lstrip('0') or '0'}"
     prefixes: list[str] = []
@@ -186,15 +344,83 @@ def phone_keys(token: str) -> list[str]:
     return keys
 
 
-def iban_key(token: str) -> str | None:
-    """A compact IBAN, if the mod-97 check passes."""
+def _compact_iban(token: str) -> str | None:
+    """`token` without spaces, lower case, if it has an IBAN's length, alphabet and prefix."""
     compact = "".join(token.split()).lower()
-    if not (15 <= len(compact) <= 34 and compact.isascii() and compact.isalnum()):
+    if not (IBAN_MIN_CHARS <= len(compact) <= IBAN_MAX_CHARS and compact.isascii() and compact.isalnum()):
         return None
     if not (compact[:2].isalpha() and compact[2:4].isdigit()):
         return None
-    number = "".join(str(int(ch, 36)) for ch in compact[4:] + compact[:4])
-    return compact if int(number) % 97 == 1 else None
+    return compact
+
+
+def _mod97_valid(compact: str) -> bool:
+    return int("".join(str(int(ch, 36)) for ch in compact[4:] + compact[:4])) % 97 == 1
+
+
+def iban_key(token: str) -> str | None:
+    """A compact IBAN, if the mod-97 check passes (for callers that must know it is a real account)."""
+    compact = _compact_iban(token)
+    return compact if compact is not None and _mod97_valid(compact) else None
+
+
+def iban_shaped_key(token: str) -> str | None:
+    """A compact IBAN-shaped token, checksum or not (see "IBAN" in the module docstring), or None."""
+    compact = _compact_iban(token)
+    if compact is None or _mod97_valid(compact):
+        return compact
+    bban = compact[4:]
+    if _DIGIT_RUN.search(bban) is None:
+        return None
+    letters = set(bban) - _DIGITS
+    if letters and letters <= _HEX_LETTERS:
+        return None  # a hex digest that happens to start with two letters and two digits
+    return compact
+
+
+_REPO = re.compile(
+    rf"([a-z0-9][a-z0-9_-]{{0,{REPO_MAX_NAME - 1}}})/([a-z0-9][a-z0-9_.-]{{0,{REPO_MAX_NAME - 1}}})"
+)
+_PLAIN_NAME = re.compile(r"[a-z]+")
+_HAS_DIGIT = re.compile(r"\d")
+# "text/html", "multipart/form-data": media types, not repositories
+MEDIA_TYPES = frozenset(
+    {"application", "audio", "font", "image", "message", "model", "multipart", "text", "video"}
+)
+
+
+def repo_key(token: str) -> str | None:
+    """`owner/repo` (folded) as a key, if `token` is one and does not read as two words of prose."""
+    m = _REPO.fullmatch(token)
+    if m is None:
+        return None
+    owner, repo = m.group(1), m.group(2)
+    if owner in MEDIA_TYPES or ".." in repo:
+        return None
+    if _PLAIN_NAME.fullmatch(owner) and _PLAIN_NAME.fullmatch(repo):
+        if len(owner) < REPO_PLAIN_MIN_NAME or len(repo) < REPO_PLAIN_MIN_NAME:
+            return None  # "and/or", "his/her", "yes/no"
+    elif owner.isdigit() and repo.isdigit():
+        return None  # "24/7", "2023/2024"
+    return token if len(token) >= MIN_KEY_CHARS else None
+
+
+def _code_host_repo(got: UrlKeys, out: set[str]) -> None:
+    """The `owner/repo` of a URL on a code host (`CODE_HOSTS`)."""
+    host = got.hosts[-1]
+    skip = CODE_HOSTS.get(host)
+    if skip is None:
+        return
+    rest = got.whole[len(host) :]
+    if rest[:1] != "/":
+        return  # no path, or a port
+    parts = rest.split("?", 1)[0].split("#", 1)[0].split("/", 3 + skip)
+    if len(parts) < 3 + skip or (skip and parts[1] != "repos"):
+        return
+    repo = parts[2 + skip]
+    key = repo_key(parts[1 + skip] + "/" + (repo[:-4] if repo.endswith(".git") else repo))
+    if key is not None:
+        out.add(key)
 
 
 # ---- the tokenizer ---------------------------------------------------------------------------------
@@ -222,17 +448,32 @@ def _mask_byte(c: int) -> int:
 
 _MASK = bytes(_mask_byte(c) for c in range(256))
 # Anchors in the mask: "@" before a non-delimiter (found by `_positions`, `_AT` past the loop limit), a
-# "." before a token character, "#" before a word character.
+# "." before a token character, "#" before a word character, and a ":" before "//" (a URL), before ":"
+# or before three more IPv6 groups (an IPv6 address: a time such as "10:00:00" is not one).
 _AT = re.compile(rb"@")
 _DOT_ANCHOR = re.compile(rb"\.[^ .]")
 _HASH_ANCHOR = re.compile(rb"#[a0w]")
-_SCHEME_SEP = re.compile(r"://")
-# A phone-shaped run starts at a digit that does not follow a digit: a match cannot start inside a digit
-# run (the attempt at the run's first digit would have matched a superset), so those attempts are skipped.
-_PHONE = re.compile(rb"0(?<!00)[0 .\-/]{%d,}0" % (PHONE_MIN_DIGITS - 2))
+_COLON_ANCHOR = re.compile(rb":(?://|:|[0a]{1,4}:[0a]{1,4}:[0a]{1,4}:)")
+# The rest of a platform id after the first digit that follows its type letter (group 1), as a whole
+# token: not followed by a letter, digit, "@", "+", "-", or a "." or ":" that continues a host.
+_PLATFORM_ID_REST = rb"([a0]{%d,%d})(?![a0@+\-]|[.:][a0])" % (
+    PLATFORM_ID_MIN_CHARS - 2,
+    PLATFORM_ID_MAX_CHARS - 2,
+)
+_PLATFORM_ID_AT = re.compile(rb"a0" + _PLATFORM_ID_REST)
+_PLATFORM_ID_LEFT = frozenset(b" @#:w")  # what may come before a type letter (not "/": URL paths)
+# Digit runs, found from a digit that does not follow a digit (a match cannot start inside a run: the
+# attempt at the run's first digit would have matched a superset, so those attempts are skipped): a
+# phone-shaped run, else, when the digit follows a type letter at a token start, a platform id (group
+# 1, in a lookahead: the scan goes on after the digit, so phone runs are cut exactly as without it).
+_NUMERIC = re.compile(
+    rb"0(?<!00)(?:[0 .\-/]{%d,}0|(?<=[ @#:w]a0)(?=%s))" % (PHONE_MIN_DIGITS - 2, _PLATFORM_ID_REST)
+)
 _IBAN = re.compile(rb"aa00(?: ?[a0]{4}){2,7}(?: ?[a0]{1,3})?")
 _DATE = re.compile(rb"0000([-/.])00?\100?|00?([-/.])00?\2(?:00)?00")
 _EDGE = ".:!?*'~=-"
+_IP_EDGE = ".!?*'~=-"  # an IPv6 address can begin or end with "::"
+IPV6_MAX_CHARS = 45  # ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255
 
 _EMAIL_FULL = re.compile(r"([\w.+'-]+)@([\w-]+(?:\.[\w-]+)+)")
 _EMAIL = re.compile(r"(?<![\w.+'-])([\w.+'-]++)@([\w-]++(?:\.[\w-]++)++)")
@@ -243,14 +484,27 @@ URL = re.compile(
 HOSTPATH = re.compile(
     r"(?<![\w@.:/-])([\w-]++(?:\.[\w-]++)++)(?::(\d{1,5}))?(?![\w@-])(/[^?#\s]*)?(?:\?([^#\s]*))?(?:#(\S*))?"
 )
-_HANDLE = re.compile(r"[@#]([^\W_](?:[\w.-]*[^\W_])?)")
+# A sigil at the chunk's start or after a character that cannot end a local part, a path, an entity or
+# another sigil ("sym@@glibcxx_3.4" is a symbol version, "&#64;" an entity).
+_HANDLE = re.compile(r"(?<![\w.+'/&@-])[@#]([^\W_](?:[\w.-]*[^\W_])?)")
+_HEX_COLOR = re.compile(r"#(?:[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})")
+_IPV6 = re.compile(r"(?:[0-9a-f]{0,4}:){2,7}(?:[0-9a-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?")
+_SCP_GIT = re.compile(r"[\w.-]+@([\w.-]+):/?([\w.-]+/[\w.-]+?)(?:\.git)?/?")
+# `\\host\share`, and WebDAV's `\\host@SSL\…` / `\\host@8080\…` (Windows' WebClient reaches the host
+# over HTTPS or on that port)
+_UNC = re.compile(
+    r"\\\\([\w-]+(?:\.[\w-]+)*)(?:@(?:SSL|ssl|\d{1,5})(?:@\d{1,5})?)?((?:\\[^\s\\\"'`<>(){}\[\]|^,;]+)+)"
+)
 
 
 def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
-    chunk = text[a:b].strip(_EDGE)
+    raw = text[a:b]
+    chunk = raw.strip(_EDGE)
     if not chunk:
         return
+    sigil = False
     if "@" in chunk:
+        sigil = True
         m = _EMAIL_FULL.fullmatch(chunk)
         if m is not None:
             key = email_key(m.group(1), m.group(2))
@@ -261,6 +515,12 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
             key = email_key(m.group(1), m.group(2))
             if key is not None:
                 out.add(key)
+        if ":" in chunk:
+            m = _SCP_GIT.fullmatch(chunk)  # git@github.com:owner/repo.git
+            if m is not None and m.group(1) in CODE_HOSTS:
+                key = repo_key(m.group(2))
+                if key is not None:
+                    out.add(key)
     if "//" in chunk and ("://" in chunk or chunk.startswith("//")):
         whole = URL.fullmatch(chunk)
         if whole is None:
@@ -268,19 +528,34 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
                 got = url_keys(m.group(1) or "", m.group(2), m.group(3), m.group(4), m.group(5), m.group(6))
                 if got is not None:
                     out.update(got.all())
+                    if got.hosts[-1] in CODE_HOSTS:
+                        _code_host_repo(got, out)
         else:
             scheme, host, port, path, query, fragment = whole.groups()
             got = url_keys(scheme or "", host, port, path, query, fragment)
             if got is not None:
                 out.update(got.all())
+                if got.hosts[-1] in CODE_HOSTS:
+                    _code_host_repo(got, out)
             if "@" not in chunk and "." not in path and (query is None or "." not in query):
                 return  # one URL with no host or address in its path or query
+    else:
+        if "/" in chunk:
+            key = repo_key(chunk)
+            if key is not None:
+                out.add(key)
+        if ":" in raw and raw.count(":") >= 2:
+            m = _IPV6.fullmatch(raw.strip(_IP_EDGE))
+            if m is not None and len(m.group(0)) <= IPV6_MAX_CHARS and _HAS_DIGIT.search(m.group(0)):
+                out.update(ipv6_keys(m.group(0)))
     if "." in chunk:
         for m in HOSTPATH.finditer(chunk):
             got = url_keys("", m.group(1), m.group(2), m.group(3) or "", m.group(4), m.group(5))
             if got is None:
                 continue
             out.update(got.all())
+            if got.hosts[-1] in CODE_HOSTS:
+                _code_host_repo(got, out)
             # "attacker at evil.com": a spelled-out "at" between a word and this host
             if (
                 m.start() == 0
@@ -292,22 +567,80 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
                 key = email_key(text[start : a - 4], got.hosts[0])
                 if key is not None:
                     out.add(key)
-    if chunk[0] in "@#":
-        m = _HANDLE.match(chunk)
-        if m is not None:
-            out.add(m.group(1))
+    if sigil or "#" in chunk:
+        for m in _HANDLE.finditer(chunk):
+            if m.group(0)[0] == "@" or not _HEX_COLOR.fullmatch(m.group(0)):  # "#c0c0c0" is a colour
+                out.add(m.group(1))
+
+
+def _chunk_bounds(mask: bytes, p: int) -> tuple[int, int]:
+    """The chunk around position `p`: from after the delimiter before it to the delimiter after it."""
+    b = mask.find(b" ", p)
+    return mask.rfind(b" ", 0, p) + 1, b if b >= 0 else len(mask)
+
+
+def _slash_chunk_keys(text: str, mask: bytes, i: int, out: set[str]) -> int:
+    """The `owner/repo` of the chunk around the "/" at `i`, which no anchor reached
+    (`evil-org/exfil-repo`); returns the next "/" after that chunk (`len(mask)` if none)."""
+    a, b = _chunk_bounds(mask, i)
+    key = repo_key(text[a:b].strip(_EDGE))
+    if key is not None:
+        out.add(key)
+    i = mask.find(b"/", b)
+    return i if i >= 0 else len(mask)
+
+
+def _unc_keys(text: str, mask: bytes, out: set[str]) -> None:
+    """`\\\\host\\share\\path` at the start of a token, keyed as the URL `//host/share/path`. A `\\\\`
+    after a drive letter (`c:\\\\users`, an escaped Windows path) or inside a word is not one."""
+    i = text.find("\\\\")
+    while i >= 0:
+        m = None
+        if i == 0 or (mask[i - 1] == 32 and text[i - 1] != "\\"):
+            m = _UNC.match(text, i)
+            if m is not None:
+                got = url_keys("file", m.group(1), None, m.group(2).replace("\\", "/"), None, None)
+                if got is not None:
+                    out.update(got.all())
+        i = text.find("\\\\", m.end() if m is not None else i + 2)
+
+
+def _platform_id_at(text: str, mask: bytes, a: int, out: set[str]) -> None:
+    """The platform id whose type letter is `text[a - 1]`, if there is one."""
+    m = _PLATFORM_ID_AT.match(mask, a - 1)
+    if m is not None:
+        _platform_id(text, mask, a, m.end(), out)
+
+
+def _platform_id(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
+    """The platform id `text[a - 1 : b]` (type letter, then letters and digits), if it is one."""
+    if (
+        text[a - 1] in PLATFORM_ID_TYPES
+        and mask.count(b"0", a, b) >= 2
+        and mask.find(b"a", a, b) >= 0
+        and "_" not in text[a:b]
+    ):
+        out.add(text[a - 1 : b])
 
 
 def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
-    """Phone numbers and IBANs. Only a text with two digits in a row is read (so "1 2 3 4 5 6 7 8" alone
-    is not a phone); that test costs a scan, so it runs only once a candidate is found."""
+    """Phone numbers, IBANs and platform ids. Only a text with two digits in a row is read for phones
+    (so "1 2 3 4 5 6 7 8" alone is not a phone); that test costs a scan, so it runs only once a
+    candidate is found."""
     n = len(mask)
     found: list[str] = []
     shaped = False  # whether any run is phone-shaped: every IBAN needle below lies inside such a run
-    for m in _PHONE.finditer(mask):
+    if mask[:2] == b"a0":
+        _platform_id_at(text, mask, 1, out)  # one that starts the text
+    for m in _NUMERIC.finditer(mask):
         shaped = True
         a, b = m.start(), m.end()
+        if m.lastindex is not None:  # a platform id: its type letter is text[a - 1]
+            _platform_id(text, mask, a, m.end(1), out)
+            continue
         if (a > 0 and mask[a - 1] in b"aw0") or (b < n and mask[b] in b"aw"):
+            if a > 1 and mask[a - 1] == 97 and mask[a - 2] in _PLATFORM_ID_LEFT:
+                _platform_id_at(text, mask, a, out)  # not a phone: "t01234567ab" may be an id
             continue
         if _DATE.fullmatch(mask, a, b):
             continue  # 2026-05-09, 09/05/2026: dates, not phone numbers
@@ -319,25 +652,28 @@ def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
     if not shaped:
         return
     # Every IBAN's account part has 8 digits in a row or two 4-digit groups: find those (memchr-fast),
-    # then try the nearest "letters, digits" start before them.
+    # then try the nearest "letters, digits" start before them that begins a token.
     for needle in (b"0000 0000", b"00000000"):
         i = mask.find(needle)
         while i >= 0:
-            start = mask.rfind(b"aa00", max(0, i - 16), i + 4)
+            lo = max(0, i - IBAN_SCAN_BACK)
+            start = mask.rfind(b"aa00", lo, i + 4)
+            while start > lo and mask[start - 1] in b"a0":  # "gb29nwbk6016…": "bk60" is not the start
+                start = mask.rfind(b"aa00", lo, start + 3)
             iban = _IBAN.match(mask, start) if start >= 0 else None
             if iban is None:
                 i = mask.find(needle, i + len(needle))
                 continue
             a, b = iban.start(), iban.end()
             if not ((a > 0 and mask[a - 1] in b"a0w") or (b < n and mask[b] in b"a0w")):
-                key = iban_key(text[a:b])
+                key = iban_shaped_key(text[a:b])
                 if key is not None:
                     out.add(key)
             i = mask.find(needle, max(b, i + len(needle)))  # the match can end before the needle
 
 
-# "@" and "://" are rare: their positions are found with byte scans, one at a time; past this many in
-# one text a regex scan is cheaper than the Python loop.
+# "@" is rare: its positions are found with byte scans, one at a time; past this many in one text a
+# regex scan is cheaper than the Python loop.
 MAX_ANCHOR_LOOP = 16
 
 
@@ -353,15 +689,16 @@ def _positions(haystack: str | bytes, needle: Any, pattern: re.Pattern[Any]) -> 
     return found
 
 
-def _anchors(text: str, mask: bytes) -> list[int]:
-    """Sorted positions of `@` and `#` before a token character, `.` inside a word, and `://`."""
+def _anchors(mask: bytes) -> list[int]:
+    """Sorted positions of `@` and `#` before a token character, `.` inside a word, and `:` before
+    `//`, `:` or IPv6 groups (one colon pattern costs less than a search for "://" alone)."""
     anchors = [p for p in _positions(mask, b"@", _AT) if mask[p + 1 : p + 2] not in (b" ", b"")]
     if b"." in mask:
         anchors += [m.start() for m in _DOT_ANCHOR.finditer(mask)]
     if b"#" in mask:
         anchors += [m.start() for m in _HASH_ANCHOR.finditer(mask)]
-    if "://" in text:
-        anchors += _positions(text, "://", _SCHEME_SEP)
+    if b":" in mask:
+        anchors += [m.start() for m in _COLON_ANCHOR.finditer(mask)]
     anchors.sort()
     return anchors
 
@@ -372,19 +709,43 @@ def keys_in(text: str, out: set[str]) -> None:
         return
     mask = text.encode("ascii", "replace").translate(_MASK)
     if b"C" in mask:
+        # A control character either hides inside a token (`ev\x00e@evil.example`, read by a model as
+        # `eve@…`) or separates two (`eve@evil.example\x00ann@corp.example`, where C code stops): both.
+        keys_in(fold.ASCII_CONTROLS.sub(" ", text), out)
         text = fold.ASCII_CONTROLS.sub("", text)
         mask = text.encode("ascii", "replace").translate(_MASK)
-    anchors = _anchors(text, mask)
+    n = len(mask)
+    slash = mask.find(b"/")  # the next "/" not read yet (n: none)
+    if slash < 0:
+        slash = n
+    bracket = "[" in text
     covered = -1
-    for p in anchors:
+    for p in _anchors(mask):
         if p < covered:
             continue
         a = mask.rfind(b" ", 0, p) + 1
         b = mask.find(b" ", p)
         if b < 0:
-            b = len(mask)
+            b = n
+        elif bracket and text[b] == "[" and (text[b - 2 : b] == "//" or text[b - 1] == "@"):
+            close = text.find("]", b, b + IPV6_MAX_CHARS + 2)  # http://[2001:db8::1]:8080/: one chunk
+            if close > 0:
+                b = mask.find(b" ", close + 1)
+                if b < 0:
+                    b = n
         covered = b
+        if slash < b:
+            while slash < a:  # a "/" in a chunk that no anchor reached
+                slash = _slash_chunk_keys(text, mask, slash, out)
+            if slash < b:  # this chunk's own "/" (read by `_chunk_keys`)
+                slash = mask.find(b"/", b)
+                if slash < 0:
+                    slash = n
         _chunk_keys(text, mask, a, b, out)
+    while slash < n:
+        slash = _slash_chunk_keys(text, mask, slash, out)
+    if "\\" in text:
+        _unc_keys(text, mask, out)
     if b"0" in mask:
         _numeric_keys(text, mask, out)
 
@@ -409,6 +770,7 @@ def _has_reading_trigger(low: str) -> bool:
         or ("-" in low and "xn--" in low)
         or (" " in low and (" dot " in low or " @ " in low))
         or ("x" in low and "hxxp" in low)
+        or ('"' in low and ('"@' in low or '" @' in low))  # a quoted local part: "eve"@evil.example
         or ("*" in low and "h**p" in low)
         or (len(low) >= fold.MIN_BASE64_RUN and fold.has_base64_run(low))
     )

@@ -73,6 +73,8 @@ def _why(c: sinkgate.Classified) -> str:
         return f"appeared as a sender or participant {_where(c.provenance)}"
     if c.state == "tainted":
         return f"appeared {_where(c.provenance)}"
+    if c.state == "ambiguous":
+        return f"can be read more than one way: {sinkgate.readings_text(c.dest.value)}"
     return _WHY.get(c.state, c.state)
 
 
@@ -142,7 +144,9 @@ def question_for(
         dict.fromkeys(
             c.dest.value
             for c in untrusted
-            if len(c.dest.value) <= MAX_TRUSTABLE_CHARS and canon.canonicalize(c.dest.value).kind != "text"
+            if len(c.dest.value) <= MAX_TRUSTABLE_CHARS
+            and canon.canonicalize(c.dest.value).kind != "text"
+            and canon.reading(c.dest.value).single  # one that reads two ways is approved call by call
         )
     )
     return "\n".join(lines), summary, trustable

@@ -38,6 +38,11 @@ FRAGMENTS = [
     "a [at] b [dot] com", "x(at)y(dot)org", "h**ps://evil.com", "mailto:a@b.com", "Ann <ann@x.org>",
     "=?utf-8?q?a=40b.com?=", "=\n", "=40", "?ref=de", "&amp;", "&#64;", "%40", "\\u0040", "xn--",
     "\u200b", "ａｔ", "аррӏе.com", "\x00", "\x1c", "\r\n", "the", "and", " ", "\n\n", ". ", ", ",
+    "US133000000121212121212", "GB29NWBK60161331926819", "MT84 MALT 0110 0001 2345 MTLC AST0 01S",
+    "ab12cdef34567890ab", "U04ABCDEF12", "<@W012A3CDE>", "c0123abcd.com", "evil-org/exfil-repo",
+    "and/or", "text/html", "github.com/a-b/c.git", "git@github.com:o-1/r.git", "http://[2001:db8::1]:80/x",
+    "::ffff:10.0.0.1", "2001:db8::1", "a::d", "10:00:00", "\\\\evil.example\\share", "c:\\\\x\\y",
+    "http://0x7f.1/", "http://2130706433/", "cc:@bob.smith", "#c0c0c0", "x@@y.z", "mailto:a@b.co,c@d.co",
 ]  # fmt: skip
 
 
@@ -66,7 +71,7 @@ long_texts = st.lists(pieces, min_size=8, max_size=40).map(lambda p: " ".join(p)
 # ---- references: fold ------------------------------------------------------------------------------
 
 _QP = re.compile(r"=[0-9A-F]{2}")
-_QP_SOFT = re.compile(r"=\r?\n(?=\w)")
+_QP_SOFT = re.compile(r"=\r?\n(?=\S)")
 
 
 def ref_fold_clean(text: str) -> str:
@@ -101,7 +106,8 @@ def ref_decode_qp(text: str) -> str:
     if "=" not in text:
         return text
     if not _QP.search(text) and not any(
-        m.start() and text[m.start() - 1].isalnum() for m in _QP_SOFT.finditer(text)
+        m.start() and not text[m.start() - 1].isspace() and text[m.start() - 1] != "="
+        for m in _QP_SOFT.finditer(text)
     ):
         return text
     return fold._QP_RUN.sub(fold._qp_run, text)
@@ -136,11 +142,16 @@ def ref_views(text: str) -> Iterator[str]:
             rewritten = fold.assembled(folded)
             if rewritten is not None:
                 yield rewritten
+            unquoted = fold.address_syntax(rewritten or folded)
+            if unquoted is not None:
+                yield unquoted
             if round_ == fold.MAX_DECODE_ROUNDS:
                 continue
+            hidden = fold.smuggled(raw)
             readings = [ref_decode_inline(cleaned), ref_decode_qp(cleaned)]
             parts = [d for d in map(ref_decode_base64_text, fold.base64_runs(cleaned)) if d is not None]
             readings = [r for r in readings if r != cleaned] + (["\n".join(parts)] if parts else [])
+            readings = ([hidden] if hidden is not None else []) + readings
             for d in readings:
                 if d not in seen and len(d) <= budget:
                     budget -= len(d)
@@ -158,7 +169,14 @@ _READING_TRIGGERS = re.compile(
     re.IGNORECASE,
 )
 _PHONE = re.compile(rb"0[0 .\-/]{%d,}0" % (tokens.PHONE_MIN_DIGITS - 2))
-_ANCHORS = (re.compile(rb"@[^ ]"), re.compile(rb"\.[^ .]"), re.compile(rb"#[a0w]"))
+_PLATFORM_ID = re.compile(rb"(?:(?<=[ @#:w])|(?<![\x00-\xff]))a0[a0]{7,10}(?![a0@+\-]|[.:][a0])")
+_ANCHORS = (
+    re.compile(rb"@[^ ]"),
+    re.compile(rb"\.[^ .]"),
+    re.compile(rb"#[a0w]"),
+    re.compile(rb":(?=:|[0a]{1,4}:[0a]{1,4}:[0a]{1,4}:)"),  # "::" and IPv6 group runs ("://" below)
+)
+_HEX_COLOR = re.compile(r"#(?:[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})")
 
 
 def ref_segments(path: str) -> list[str]:
@@ -172,6 +190,12 @@ def ref_segments(path: str) -> list[str]:
         elif seg and seg != ".":
             out.append(seg)
     return out
+
+
+def ref_url_keys(got: tokens.UrlKeys | None, out: set[str]) -> None:
+    if got is not None:
+        out.update(got.all())
+        tokens._code_host_repo(got, out)
 
 
 def ref_chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
@@ -189,26 +213,35 @@ def ref_chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> Non
             key = tokens.email_key(m.group(1), m.group(2))
             if key is not None:
                 out.add(key)
+        m = tokens._SCP_GIT.fullmatch(chunk)
+        if m is not None and m.group(1) in tokens.CODE_HOSTS and tokens.repo_key(m.group(2)):
+            out.add(m.group(2))
     if "//" in chunk and ("://" in chunk or chunk.startswith("//")):
         whole = tokens.URL.fullmatch(chunk)
         for m in [whole] if whole is not None else tokens.URL.finditer(chunk):
-            got = tokens.url_keys(
-                m.group(1) or "", m.group(2), m.group(3), m.group(4), m.group(5), m.group(6)
+            ref_url_keys(
+                tokens.url_keys(m.group(1) or "", m.group(2), m.group(3), m.group(4), m.group(5), m.group(6)),
+                out,
             )
-            if got is not None:
-                out.update(got.all())
         if (
             whole is not None
             and "@" not in chunk
             and "." not in (whole.group(4) or "") + (whole.group(5) or "")
         ):
             return
+    else:
+        if tokens.repo_key(chunk):
+            out.add(chunk)
+        m = tokens._IPV6.fullmatch(text[a:b].strip(tokens._IP_EDGE))
+        ipv6 = m.group(0) if m is not None and text.count(":", a, b) >= 2 else ""
+        if 0 < len(ipv6) <= tokens.IPV6_MAX_CHARS and re.search(r"\d", ipv6):
+            out.update(tokens.ipv6_keys(ipv6))
     if "." in chunk:
         for m in tokens.HOSTPATH.finditer(chunk):
             got = tokens.url_keys("", m.group(1), m.group(2), m.group(3) or "", m.group(4), m.group(5))
             if got is None:
                 continue
-            out.update(got.all())
+            ref_url_keys(got, out)
             if (
                 m.start() == 0
                 and a >= 4
@@ -219,9 +252,8 @@ def ref_chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> Non
                 key = tokens.email_key(text[start : a - 4], got.hosts[0])
                 if key is not None:
                     out.add(key)
-    if chunk[0] in "@#":
-        m = tokens._HANDLE.match(chunk)
-        if m is not None:
+    for m in tokens._HANDLE.finditer(chunk):
+        if not _HEX_COLOR.fullmatch(m.group(0)):
             out.add(m.group(1))
 
 
@@ -239,17 +271,29 @@ def ref_numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
     for needle in (b"0000 0000", b"00000000"):
         i = mask.find(needle)
         while i >= 0:
-            start = mask.rfind(b"aa00", max(0, i - 16), i + 4)
-            iban = tokens._IBAN.match(mask, start) if start >= 0 else None
+            lo = max(0, i - tokens.IBAN_SCAN_BACK)
+            starts = [s for s in range(lo, i + 1) if mask.startswith(b"aa00", s)]
+            while len(starts) > 1 and starts[-1] > lo and mask[starts[-1] - 1] in b"a0":
+                starts.pop()
+            iban = tokens._IBAN.match(mask, starts[-1]) if starts else None
             if iban is None:
                 i = mask.find(needle, i + len(needle))
                 continue
             a, b = iban.start(), iban.end()
             if not ((a > 0 and mask[a - 1] in b"a0w") or (b < n and mask[b] in b"a0w")):
-                key = tokens.iban_key(text[a:b])
+                key = tokens.iban_shaped_key(text[a:b])
                 if key is not None:
                     out.add(key)
             i = mask.find(needle, max(b, i + len(needle)))
+
+
+def ref_platform_ids(text: str, mask: bytes, out: set[str]) -> None:
+    for m in _PLATFORM_ID.finditer(mask):
+        token = text[m.start() : m.end()]
+        rest = token[1:]
+        digits = sum(c.isdigit() for c in rest)
+        if token[0] in "ucwgtd" and digits >= 2 and digits < len(rest) and "_" not in token:
+            out.add(token)
 
 
 def ref_keys_in(text: str, out: set[str]) -> None:
@@ -257,28 +301,48 @@ def ref_keys_in(text: str, out: set[str]) -> None:
         return
     mask = text.encode("ascii", "replace").translate(tokens._MASK)
     if b"C" in mask:
+        ref_keys_in(fold.ASCII_CONTROLS.sub(" ", text), out)
         text = fold.ASCII_CONTROLS.sub("", text)
         mask = text.encode("ascii", "replace").translate(tokens._MASK)
     anchors: list[int] = []
-    for byte, pattern in zip(b"@.#", _ANCHORS, strict=True):
+    for byte, pattern in zip(b"@.#:", _ANCHORS, strict=True):
         if byte in mask:
             anchors += [m.start() for m in pattern.finditer(mask)]
-    anchors += [m.start() for m in tokens._SCHEME_SEP.finditer(text)]
+    anchors += [m.start() for m in re.finditer("://", text)]
     covered = -1
+    spans: list[tuple[int, int]] = []
     for p in sorted(anchors):
         if p < covered:
             continue
         a = mask.rfind(b" ", 0, p) + 1
         b = mask.find(b" ", p)
         covered = b = len(mask) if b < 0 else b
+        if b < len(text) and text[b] == "[" and (text[b - 2 : b] == "//" or text[b - 1] == "@"):
+            close = text.find("]", b, b + tokens.IPV6_MAX_CHARS + 2)
+            if close > 0:
+                end = mask.find(b" ", close + 1)
+                covered = b = len(mask) if end < 0 else end
+        spans.append((a, b))
         ref_chunk_keys(text, mask, a, b, out)
+    for m in re.finditer(rb"/", mask):  # chunks with a "/" that no anchor reached
+        if any(a <= m.start() < b for a, b in spans):
+            continue
+        a = mask.rfind(b" ", 0, m.start()) + 1
+        b = mask.find(b" ", m.start())
+        chunk = text[a : len(mask) if b < 0 else b].strip(tokens._EDGE)
+        if tokens.repo_key(chunk):
+            out.add(chunk)
+    tokens._unc_keys(text, mask, out)
+    ref_platform_ids(text, mask, out)
     if b"00" in mask and mask.count(b"0") >= tokens.PHONE_MIN_DIGITS:
         ref_numeric_keys(text, mask, out)
 
 
 def ref_text_keys(text: str) -> set[str]:
     out: set[str] = set()
-    if len(text) <= tokens.SHORT_TEXT_CHARS and text.isascii() and not _READING_TRIGGERS.search(text):
+    quoted_local = '"@' in text or '" @' in text
+    short = len(text) <= tokens.SHORT_TEXT_CHARS and text.isascii()
+    if short and not quoted_local and not _READING_TRIGGERS.search(text):
         if not tokens._TOKEN_CHARS.search(text):
             return out
         folded = text.lower()
