@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bouncerd.core.ruleids import RULES
+
 VerdictKind = Literal["allow", "deny", "ask"]
 JsonRpcId = str | int | None
 
@@ -60,9 +62,20 @@ class Provenance:
 @dataclass(frozen=True)
 class Verdict:
     verdict: VerdictKind
-    rule: str  # dotted name of the rule that fired, e.g. "pin.unknown_tool"
+    rule: str  # dotted name of the rule that fired, e.g. "pin.unknown_tool": a key of ruleids.RULES
     reason: str  # safe to send back to the agent: never repeats untrusted output
     destination: str | None = None
     parameter: str | None = None
     provenance: Provenance | None = None
     events: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        # A rule id the table does not list would reach the log, the report and the docs unexplained.
+        info = RULES.get(self.rule)
+        if info is None:
+            raise ValueError(f"rule id {self.rule!r} is not in bouncerd/core/ruleids.py; add a row for it")
+        if self.verdict not in info.verdicts:
+            raise ValueError(
+                f"rule {self.rule!r} gives {self.verdict!r}, but bouncerd/core/ruleids.py lists only "
+                f"{', '.join(info.verdicts)}"
+            )

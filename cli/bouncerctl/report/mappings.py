@@ -15,32 +15,57 @@ against the standard's published pages: A004 (Protect IP & trade secrets), A006 
 leakage), B002 (Detect adversarial input), B006 (Prevent unauthorized AI agent actions), D003
 (Restrict unsafe tool calls), E015 (Log AI system activity). AIUC-1 is revised quarterly; a row
 without an ID maps to the domain only.
+
+Which rules are evidence for a row is not written here: each rule of `bouncerd.core.ruleids.RULES`
+lists the OWASP entries and AIUC-1 controls it maps to, and a row shows the rules that list its ref.
+A rule in the log that the table does not know (an older or newer version wrote it) counts for the
+refs every known rule of its family shares, as a prefix match would; a record counts only where its
+family gives records of its kind (verdicts, or events with verdict null).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bouncerctl.report.build import VERDICTS, LogRead, RuleStat
+from bouncerd.core.ruleids import AIUC_IDS, RULES
 
 AIUC_NOTE = (
-    "Control IDs are cited only where checked against the AIUC-1 pages (A004, A006, B002, B006, D003, "
-    "E015); AIUC-1 is revised quarterly, so check them against the version you are assessed on. "
+    f"Control IDs are cited only where checked against the AIUC-1 pages ({', '.join(AIUC_IDS)}); "
+    "AIUC-1 is revised quarterly, so check them against the version you are assessed on. "
     "Rows without an ID map to the domain only."
 )
 
-TAINT_RULES = (
-    "sink.tainted_destination",
-    "sink.tainted_ask",
-    "sink.tainted_identity",
-    "sink.evicted",
-    "fetch.tainted_host_new_path",
-    "fetch.evicted",
-    "fetch.blind",
-)
 # Evidence lists at most this many rules per row; the rest are summed.
 MAX_RULES_PER_ROW = 6
+
+
+def _family_refs() -> dict[str, frozenset[str]]:
+    """Per family, the refs all its known rules share: what an unknown rule of that family counts for."""
+    shared: dict[str, frozenset[str]] = {}
+    for info in RULES.values():
+        refs = frozenset((*info.owasp, *info.aiuc))
+        shared[info.family] = shared[info.family] & refs if info.family in shared else refs
+    return shared
+
+
+_REFS = {rule_id: frozenset((*info.owasp, *info.aiuc)) for rule_id, info in RULES.items()}
+_FAMILY_REFS = _family_refs()
+# A record counts only where its family gives records of its kind: a verdict rule on a line with
+# verdict null (or an event rule on a verdict line) is not what the daemon writes.
+_VERDICT_FAMILIES = frozenset(info.family for info in RULES.values() if set(info.verdicts) - {"event"})
+_EVENT_FAMILIES = frozenset(info.family for info in RULES.values() if "event" in info.verdicts)
+
+
+def refs_of(rule: str, *, event: bool = False) -> frozenset[str]:
+    """The OWASP entries and AIUC-1 controls a rule of the log is evidence for, on a verdict line or
+    (`event`) on a line with verdict null."""
+    family = rule.split(".", 1)[0] if "." in rule else ""
+    if family not in (_EVENT_FAMILIES if event else _VERDICT_FAMILIES):
+        return frozenset()
+    known = _REFS.get(rule)
+    return known if known is not None else _FAMILY_REFS.get(family, frozenset())
 
 
 @dataclass(frozen=True)
@@ -57,22 +82,12 @@ def _counts(stat: RuleStat) -> str:
     return ", ".join(parts)
 
 
-def _evidence(
-    log: LogRead,
-    *,
-    rules: Sequence[str] = (),
-    prefixes: Sequence[str] = (),
-    events: Sequence[str] = (),
-    event_prefixes: Sequence[str] = (),
-) -> tuple[str, ...]:
+def _evidence(log: LogRead, *refs: str) -> tuple[str, ...]:
+    """The rules of this log (verdicts, then other records) that are evidence for any of `refs`."""
     s = log.summary
-    picked: list[tuple[str, RuleStat]] = []
-    for name, stat in sorted(s.by_rule.items()):
-        if name in rules or name.startswith(tuple(prefixes)):
-            picked.append((name, stat))
-    for name, event in sorted(s.events.items()):
-        if name in events or (event_prefixes and name.startswith(tuple(event_prefixes))):
-            picked.append((name, event))
+    wanted = frozenset(refs)
+    picked = [(name, stat) for name, stat in sorted(s.by_rule.items()) if refs_of(name) & wanted]
+    picked += [(name, ev) for name, ev in sorted(s.events.items()) if refs_of(name, event=True) & wanted]
     if not picked:
         return ("none of its rules fired in this log",)
     out = []
@@ -107,7 +122,7 @@ def owasp(log: LogRead) -> list[Row]:
             "partial",
             "Injected instructions are not detected; their most damaging effect is stopped: a call "
             "that sends to, or fetches, a destination planted in untrusted tool output is denied or asked.",
-            _evidence(log, rules=TAINT_RULES),
+            _evidence(log, "LLM01:2025"),
         ),
         Row(
             "LLM02:2025",
@@ -116,7 +131,7 @@ def owasp(log: LogRead) -> list[Row]:
             "Data leaving through tools: sends to destinations you did not type, allowlist or approve "
             "need a person; planted ones are denied. What the data is, and what the model tells you, "
             "is not inspected.",
-            _evidence(log, prefixes=("sink.", "fetch.")),
+            _evidence(log, "LLM02:2025"),
         ),
         Row(
             "LLM03:2025",
@@ -124,7 +139,7 @@ def owasp(log: LogRead) -> list[Row]:
             "partial",
             "Tool pinning: a server's tool descriptions and schemas are pinned on first use; a changed "
             "or new tool is refused until a person accepts it. Packages themselves are not vetted.",
-            _evidence(log, prefixes=("pin.",), events=("pins.accepted",)),
+            _evidence(log, "LLM03:2025"),
         ),
         Row(
             "LLM04:2025",
@@ -139,7 +154,7 @@ def owasp(log: LogRead) -> list[Row]:
             "partial",
             "Model output used as tool arguments is checked before the tool runs: path confinement and "
             "argument patterns. Output shown to you or run elsewhere is not.",
-            _evidence(log, prefixes=("constraint.",)),
+            _evidence(log, "LLM05:2025"),
         ),
         Row(
             "LLM06:2025",
@@ -147,12 +162,7 @@ def owasp(log: LogRead) -> list[Row]:
             "enforced",
             "For tools behind the shim: per-session budgets, forbidden tools, path confinement, "
             "pinning, and a person's approval for unproven sends.",
-            (
-                *_evidence(
-                    log, prefixes=("budget.", "constraint.", "approval."), event_prefixes=("approval.",)
-                ),
-                _asks(log),
-            ),
+            (*_evidence(log, "LLM06:2025"), _asks(log)),
         ),
         Row(
             "LLM07:2025",
@@ -174,7 +184,7 @@ def owasp(log: LogRead) -> list[Row]:
             "Unbounded Consumption",
             "partial",
             "max_calls budgets cap tool calls per session; tokens, cost and time are not limited.",
-            _evidence(log, prefixes=("budget.",)),
+            _evidence(log, "LLM10:2025"),
         ),
     ]
 
@@ -187,7 +197,7 @@ def aiuc(log: LogRead) -> list[Row]:
             "partial",
             "The sink gate stops data, whatever it is, from going to destinations planted in tool "
             "output, and asks before it goes anywhere you did not name. Content is not classified.",
-            _evidence(log, prefixes=("sink.", "fetch.")),
+            _evidence(log, "A004", "A006"),
         ),
         Row(
             "B002",
@@ -195,7 +205,7 @@ def aiuc(log: LogRead) -> list[Row]:
             "partial",
             "Destinations in untrusted tool output are indexed as they arrive (taint), so their later use is "
             "recognised; the injected text itself is not classified.",
-            _evidence(log, rules=TAINT_RULES),
+            _evidence(log, "B002"),
         ),
         Row(
             "B006",
@@ -203,7 +213,7 @@ def aiuc(log: LogRead) -> list[Row]:
             "enforced",
             "Every tools/call through the shim is decided before it reaches the server: unpinned tools, "
             "forbidden tools, exhausted budgets and out-of-bounds paths are refused.",
-            _evidence(log, prefixes=("pin.", "budget.", "constraint.")),
+            _evidence(log, "B006"),
         ),
         Row(
             "Domain C",
@@ -218,7 +228,7 @@ def aiuc(log: LogRead) -> list[Row]:
             "enforced",
             "Tool allowlisting by pin, parameter validation (paths, patterns), rate limits (max_calls), a "
             "person's approval for risky sends, and a log of every call.",
-            (*_evidence(log, prefixes=("pin.", "constraint.", "budget.", "sink.", "fetch.")), _asks(log)),
+            (*_evidence(log, "D003"), _asks(log)),
         ),
         Row(
             "E015",

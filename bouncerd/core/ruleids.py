@@ -1,0 +1,429 @@
+"""Rule ids: every name a verdict or an audit record can carry, with its meaning and mappings.
+
+Theory of operation
+-------------------
+Every verdict names the rule that gave it (``sink.tainted_destination``), and so does every audit
+record that is not a verdict (``approval.granted``, ``audit.rotated``). This module is the one table
+of those names. `Verdict` refuses a rule id that is not in it, the report picks the evidence for each
+OWASP and AIUC-1 row from its mappings, and the Rules section of docs/policy.md is generated from it
+(`with_rules_section`); a test scans the source for rule-id literals and fails on one not listed.
+
+An id is ``family.name``. `FAMILIES` says what gives each family; some are reserved for checks not
+written yet (resources, prompts, completions, sampling messages), so a new rule is one row in
+`_TABLE`, and one in `FAMILIES` only for a new family.
+
+Mappings are what the report shows: a rule lists the OWASP Top 10 for LLM Applications (2025) entries
+and AIUC-1 controls whose evidence it is. AIUC-1 control IDs are only those checked against the
+standard's pages (`AIUC_IDS`); otherwise a domain. E015 (log AI system activity) covers every record,
+so no rule lists it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+Kind = Literal["allow", "ask", "deny", "event"]  # "event": an audit record with verdict null
+
+FAMILIES: Mapping[str, str] = MappingProxyType(
+    {
+        "policy": "the daemon, on a policy file that does not load (a deny) or on reload (events)",
+        "call": "the daemon, on a call the shim could not read",
+        "pin": "the engine, step 1: the tool against its pinned description and schema",
+        "budget": "the engine, step 2: `max_calls`",
+        "constraint": "the engine, step 3: `allowed_path_prefixes` and `arg_patterns`",
+        "sink": "the engine, step 4: the sink gate of a sending tool",
+        "fetch": "the engine, step 4: the sink gate of a fetching tool",
+        "approval": "a person's answer to an ask, and the approval codes",
+        "default": "the engine, step 5: nothing objected",
+        "builtin": "the PreToolUse hook, for a client's own tools (shell, WebFetch)",
+        "pins": "`bouncerctl pins accept`",
+        "vouch": "the UserPromptSubmit hook: destinations you typed",
+        "audit": "the audit log writer itself",
+        "resource": "reserved: resources/read and resource templates",
+        "prompt": "reserved: prompts/get",
+        "completion": "reserved: completion/complete",
+        "message": "reserved: sampling and elicitation messages from a server",
+    }
+)
+
+OWASP_REFS = tuple(f"LLM{i:02d}:2025" for i in range(1, 11))
+# AIUC-1 control IDs checked against the standard's pages; anything else is cited by domain only.
+AIUC_IDS = ("A004", "A006", "B002", "B006", "D003", "E015")
+AIUC_DOMAINS = tuple(f"Domain {d}" for d in "ABCDEF")
+
+_ID = re.compile(r"[a-z]+\.[a-z][a-z_]*")
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    id: str
+    verdicts: tuple[Kind, ...]  # what a record with this rule can say
+    meaning: str  # one line: when it fires
+    owasp: tuple[str, ...]  # OWASP LLM Top 10 (2025) entries it is evidence for
+    aiuc: tuple[str, ...]  # AIUC-1 control IDs (AIUC_IDS) or domains it is evidence for
+    stops: str  # the attack it stops, or "—"
+
+    @property
+    def family(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+DENY: tuple[Kind, ...] = ("deny",)
+ASK: tuple[Kind, ...] = ("ask",)
+ALLOW: tuple[Kind, ...] = ("allow",)
+EVENT: tuple[Kind, ...] = ("event",)
+DENY_EVENT: tuple[Kind, ...] = ("deny", "event")
+
+Maps = tuple[tuple[str, ...], tuple[str, ...]]  # (OWASP entries, AIUC-1 controls)
+
+# The mappings, by what the rule is evidence of (see report/mappings.py for the rows).
+_TAINT: Maps = ("LLM01:2025", "LLM02:2025"), ("A004", "A006", "B002", "D003")  # planted destinations
+_GATE: Maps = ("LLM02:2025",), ("A004", "A006", "D003")  # where data goes
+_PIN: Maps = ("LLM03:2025",), ("B006", "D003")
+_CONSTRAINT: Maps = ("LLM05:2025", "LLM06:2025"), ("B006", "D003")
+_BUDGET: Maps = ("LLM06:2025", "LLM10:2025"), ("B006", "D003")
+_AGENCY: Maps = ("LLM06:2025",), ()
+_PINS_EVENT: Maps = ("LLM03:2025",), ()
+_NONE: Maps = ((), ())
+
+
+def _row(rule_id: str, verdicts: tuple[Kind, ...], meaning: str, maps: Maps, stops: str) -> RuleInfo:
+    owasp, aiuc = maps
+    return RuleInfo(rule_id, verdicts, meaning, owasp, aiuc, stops)
+
+
+# In the order a call meets them; then the answers, the hook's own, and the records that are not verdicts.
+_TABLE = (
+    _row(
+        "policy.unreadable",
+        DENY,
+        "the shim's --policy file no longer loads; the daemon refuses rather than guess",
+        _NONE,
+        "—",
+    ),
+    _row(
+        "call.invalid_arguments",
+        DENY,
+        "the call's arguments are not a JSON object, so they cannot be checked",
+        _NONE,
+        "a call that cannot be read slipping past the gate",
+    ),
+    _row(
+        "pin.unknown_tool",
+        DENY,
+        "the tool is not in the server's pinned tool list",
+        _PIN,
+        "a tool added after first use (rug pull)",
+    ),
+    _row(
+        "pin.unlisted_tool",
+        DENY,
+        "the tool is pinned but not in the server's latest tools/list",
+        _PIN,
+        "calls to a tool the server no longer offers",
+    ),
+    _row(
+        "pin.changed_tool",
+        DENY,
+        "the tool's description or input schema changed since it was pinned",
+        _PIN,
+        "a tool redefined after first use (rug pull)",
+    ),
+    _row("budget.forbidden", DENY, "the tool has `max_calls: 0`", _BUDGET, "calls to a tool you forbade"),
+    _row(
+        "budget.exceeded",
+        DENY,
+        "more attempts this session than `max_calls` (denied attempts count too)",
+        _BUDGET,
+        "repeated destructive calls",
+    ),
+    _row(
+        "constraint.path",
+        DENY,
+        "a `write_params` value is outside `allowed_path_prefixes`, or cannot be judged",
+        _CONSTRAINT,
+        "writes outside the allowed directory (`..`, symlinks, `~`, relative paths)",
+    ),
+    _row(
+        "constraint.pattern",
+        DENY,
+        "an `arg_patterns` regex does not fully match its parameter, or the parameter is missing",
+        _CONSTRAINT,
+        "arguments outside an allowed shape",
+    ),
+    _row(
+        "sink.nul_character",
+        DENY,
+        "an argument of a sending tool holds a NUL character",
+        _GATE,
+        "a NUL that cuts what is checked short of what is sent",
+    ),
+    _row(
+        "sink.no_destination",
+        ASK,
+        "a sending tool called with nothing that can be read as a destination",
+        _GATE,
+        "a send whose destination Bouncer cannot read",
+    ),
+    _row(
+        "sink.tainted_destination",
+        DENY,
+        "a destination first appeared in untrusted tool output",
+        _TAINT,
+        "sending data to a destination planted in tool output",
+    ),
+    _row(
+        "sink.tainted_identity",
+        ASK,
+        "a destination appeared in untrusted output only as a sender or participant",
+        _TAINT,
+        "replying to a planted sender without a person's say",
+    ),
+    _row(
+        "sink.tainted_ask",
+        ASK,
+        "a destination first appeared in untrusted output, and the tool says `on_tainted: ask`",
+        _TAINT,
+        "sending data to a destination planted in tool output",
+    ),
+    _row(
+        "sink.ambiguous_reading",
+        ASK,
+        "a destination can be read more than one way, so no allowlist can vouch for it",
+        _GATE,
+        "a destination that reads one way to Bouncer and another to the server",
+    ),
+    _row(
+        "sink.evicted",
+        ASK,
+        "a destination was seen in untrusted output, but the index no longer knows where",
+        _TAINT,
+        "flooding the taint index so a planted destination is forgotten",
+    ),
+    _row(
+        "sink.ambiguous",
+        ASK,
+        "as `sink.unproven`, in a call where every argument was treated as a destination "
+        "(no declared sink parameter carried anything)",
+        _GATE,
+        "a destination in an undeclared parameter next to an empty declared one",
+    ),
+    _row(
+        "sink.unproven",
+        ASK,
+        "a destination is not allowlisted, approved, typed by you or seen",
+        _GATE,
+        "sending to a destination nobody vouched for",
+    ),
+    _row("sink.trusted", ALLOW, "every destination of the call is trusted", _GATE, "—"),
+    _row(
+        "fetch.tainted_host_new_path",
+        DENY,
+        "the URL's host appeared in untrusted output, but this path, query or fragment did not",
+        _TAINT,
+        "data smuggled out in the path or query of a URL on a planted host",
+    ),
+    _row(
+        "fetch.evicted",
+        ASK,
+        "as `fetch.tainted_host_new_path`, with the host's details evicted from the index",
+        _TAINT,
+        "flooding the taint index so a planted host is forgotten",
+    ),
+    _row(
+        "fetch.blind",
+        ASK,
+        "the fetch would be allowed, but an earlier output of this scope could not be indexed",
+        _TAINT,
+        "a planted URL hidden in an output that could not be checked",
+    ),
+    _row(
+        "fetch.allowed",
+        ALLOW,
+        "every URL was seen exactly, is trusted, or is on a host never seen",
+        _GATE,
+        "—",
+    ),
+    _row(
+        "approval.once",
+        ALLOW,
+        "an ask for a call a person approved with `bouncerctl approve` (the grant is used up)",
+        _AGENCY,
+        "—",
+    ),
+    _row("default.allow", ALLOW, "no rule objected (no budget, no constraint, sink gate off)", _NONE, "—"),
+    _row("approval.elicited", ALLOW, "a person allowed the call when asked", _AGENCY, "—"),
+    _row(
+        "approval.declined",
+        DENY_EVENT,
+        "a person declined the call or dismissed the question",
+        _AGENCY,
+        "—",
+    ),
+    _row(
+        "approval.timeout",
+        DENY_EVENT,
+        "nobody answered the question in time",
+        _AGENCY,
+        "an unanswered question turning into an allow",
+    ),
+    _row(
+        "approval.bad_state",
+        DENY_EVENT,
+        "a retry's requestState was refused (forged, expired, replayed or for another call)",
+        _AGENCY,
+        "a forged, replayed or transplanted requestState",
+    ),
+    _row(
+        "approval.always_failed",
+        DENY_EVENT,
+        "a person chose to always allow, but the policy could not be updated",
+        _AGENCY,
+        "—",
+    ),
+    _row(
+        "approval.closed",
+        DENY,
+        "an answer came for a question that is no longer open",
+        _AGENCY,
+        "an answer replayed after its question closed",
+    ),
+    _row("approval.granted", EVENT, "a person allowed a call (when asked, or by code)", _AGENCY, "—"),
+    _row("approval.expired", EVENT, "an approval code expired unanswered", _AGENCY, "—"),
+    _row(
+        "approval.refused",
+        EVENT,
+        "an answer or approve op was refused: another session's shim, or too many wrong codes",
+        _AGENCY,
+        "another session answering a question; guessing codes",
+    ),
+    _row(
+        "approval.wrong_code",
+        EVENT,
+        "`bouncerctl approve` named a code that is not open",
+        _AGENCY,
+        "guessing codes",
+    ),
+    _row(
+        "builtin.bouncer_control",
+        DENY,
+        "a shell command changes Bouncer itself (`bouncerctl approve`, `hook`, `init`, …, or its socket)",
+        _NONE,
+        "the agent approving its own call, or forging a prompt, through a shell tool",
+    ),
+    _row(
+        "builtin.unreadable",
+        ASK,
+        "a shell command too long or too deeply nested to read for destinations",
+        _NONE,
+        "a send hidden in a command Bouncer cannot read",
+    ),
+    _row("builtin.no_destination", ALLOW, "a built-in tool call names no destination", _NONE, "—"),
+    _row(
+        "builtin.no_tainted_destination",
+        ALLOW,
+        "no destination of a built-in tool call first appeared in untrusted output",
+        _NONE,
+        "—",
+    ),
+    _row("policy.reloaded", EVENT, "the daemon loaded the policy again", _NONE, "—"),
+    _row(
+        "policy.reload_failed",
+        EVENT,
+        "a reload failed; the policy in force stays what it was",
+        _NONE,
+        "—",
+    ),
+    _row("pins.accepted", EVENT, "a person accepted new or changed tools", _PINS_EVENT, "—"),
+    _row("vouch.user_prompt", EVENT, "destinations you typed were vouched for the session", _NONE, "—"),
+    _row(
+        "audit.rotated",
+        EVENT,
+        "the first record of a new log file; `prev` chains it to the file before",
+        _NONE,
+        "—",
+    ),
+    _row(
+        "audit.repaired",
+        EVENT,
+        "a torn last line (a crash mid-write) was moved aside at start",
+        _NONE,
+        "—",
+    ),
+)
+
+
+def _problem(r: RuleInfo, table: Mapping[str, RuleInfo]) -> str | None:
+    """What is wrong with a row, or None."""
+    checks = (
+        (r.id in table, "is listed twice"),
+        (not _ID.fullmatch(r.id), "is not family.name in lower case"),
+        (r.family not in FAMILIES, f"has no family {r.family!r} in FAMILIES"),
+        (not r.verdicts or len(set(r.verdicts)) != len(r.verdicts), "lists no verdicts, or one twice"),
+        (not set(r.owasp) <= set(OWASP_REFS), f"maps to an OWASP entry not in the 2025 list: {r.owasp}"),
+        (not set(r.aiuc) <= {*AIUC_IDS, *AIUC_DOMAINS}, f"maps to an unchecked AIUC-1 control: {r.aiuc}"),
+        (not (r.meaning and r.stops), 'has no meaning or no stops (write "—")'),
+    )
+    return next((why for failed, why in checks if failed), None)
+
+
+def _build(rows: tuple[RuleInfo, ...]) -> Mapping[str, RuleInfo]:
+    """The table keyed by id. A bad row is an error at import: the table is code, not input."""
+    table: dict[str, RuleInfo] = {}
+    for r in rows:
+        problem = _problem(r, table)
+        if problem is not None:
+            raise ValueError(f"rule {r.id!r} {problem}")
+        table[r.id] = r
+    return MappingProxyType(table)
+
+
+RULES: Mapping[str, RuleInfo] = _build(_TABLE)
+
+
+def mapped_to(*refs: str) -> tuple[str, ...]:
+    """The ids of the rules that are evidence for any of `refs` (OWASP entries or AIUC-1 controls)."""
+    wanted = set(refs)
+    return tuple(r.id for r in RULES.values() if wanted & {*r.owasp, *r.aiuc})
+
+
+# ---- docs ----------------------------------------------------------------------------------------
+
+BEGIN_MARK = (
+    "<!-- rules: generated from bouncerd/core/ruleids.py by ruleids.with_rules_section; do not edit -->"
+)
+END_MARK = "<!-- rules: end -->"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table() -> str:
+    """The families and every rule as Markdown tables, in the table's order."""
+    lines = ["| family | what gives it |", "| --- | --- |"]
+    lines += [f"| `{name}.` | {_cell(what)} |" for name, what in FAMILIES.items()]
+    lines += [
+        "",
+        "| rule | verdicts | meaning | stops | OWASP (2025) | AIUC-1 |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in RULES.values():
+        owasp = ", ".join(ref.split(":", 1)[0] for ref in r.owasp) or "—"
+        aiuc = ", ".join(r.aiuc) or "—"
+        kinds = ", ".join(r.verdicts)
+        lines.append(f"| `{r.id}` | {kinds} | {_cell(r.meaning)} | {_cell(r.stops)} | {owasp} | {aiuc} |")
+    return "\n".join(lines) + "\n"
+
+
+def with_rules_section(document: str) -> str:
+    """`document` with the text between BEGIN_MARK and END_MARK replaced by `markdown_table()`."""
+    start, end = document.find(BEGIN_MARK), document.find(END_MARK)
+    if start < 0 or end < start:
+        raise ValueError(f"the document has no {BEGIN_MARK!r} … {END_MARK!r} section")
+    head = document[: start + len(BEGIN_MARK)]
+    return f"{head}\n\n{markdown_table()}\n{document[end:]}"
