@@ -49,11 +49,13 @@ import datetime as dt
 import logging
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bouncerd.auditfiles import chain_files as chain_files  # also named here: tests import them
+from bouncerd.auditfiles import predecessors as predecessors
+from bouncerd.auditfiles import rotated_path
 from bouncerd.core import audit as chainlib
 
 log = logging.getLogger("bouncerd")
@@ -69,8 +71,6 @@ KEEP_ROTATED = 8
 # After a failed rotation (a full disk, a permission problem), try again after this many more bytes
 # rather than on every append.
 ROTATE_RETRY_BYTES = 1024 * 1024
-
-_ROTATED_SUFFIX = re.compile(r"\.([1-9][0-9]{0,5})$")
 
 # Reading the tail backwards in slices of this size finds the start of the last line without reading
 # a large log whole.
@@ -131,37 +131,6 @@ def utc_stamp(ts: float) -> str:
 class TailRepair:
     moved_bytes: int
     aside: Path
-
-
-def rotated_path(path: Path, n: int) -> Path:
-    """``audit.jsonl.<n>``: the n-th most recent rotated file."""
-    return path.with_name(f"{path.name}.{n}")
-
-
-def predecessors(path: Path) -> list[Path]:
-    """The rotated files of the log at `path` that exist, oldest first (``.N`` … ``.1``)."""
-    numbered: list[tuple[int, Path]] = []
-    try:
-        entries = list(path.parent.iterdir())
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.name.startswith(path.name + "."):
-            continue
-        match = _ROTATED_SUFFIX.search(entry.name[len(path.name) :])
-        if match is not None and entry.name == f"{path.name}.{match.group(1)}" and entry.is_file():
-            numbered.append((int(match.group(1)), entry))
-    return [p for _, p in sorted(numbered, reverse=True)]
-
-
-def chain_files(path: Path) -> list[Path]:
-    """The files to walk, oldest first, for the log at `path`: its rotated predecessors, then itself.
-
-    A rotated file given on its own (``audit.jsonl.2``) is walked alone.
-    """
-    if _ROTATED_SUFFIX.search(path.name) and path.name.rsplit(".", 1)[0].endswith(".jsonl"):
-        return [path]
-    return [*predecessors(path), *([path] if path.exists() else [])]
 
 
 class AuditLog:

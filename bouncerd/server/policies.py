@@ -19,33 +19,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bouncerd.core.policy import Policy, PolicyFile, load_policy, merge
+from bouncerd.core.policy import Policy, PolicyFile, merge
 from bouncerd.errors import PolicyError
-
-# A policy is a few kilobytes; anything this large is a mistake (or an attempt to make the daemon
-# spend its memory parsing it).
-MAX_POLICY_BYTES = 1024 * 1024
+from bouncerd.policyfiles import MAX_POLICY_BYTES as MAX_POLICY_BYTES  # allowlist.py reads it here
+from bouncerd.policyfiles import read_policy
 
 _Stamp = tuple[str, int, int]  # path, size, mtime_ns
-
-
-def read_policy(path: Path) -> PolicyFile:
-    try:
-        st = path.stat()
-        if st.st_size > MAX_POLICY_BYTES:
-            raise PolicyError(
-                f"{path}: {st.st_size} bytes is too large for a policy (limit {MAX_POLICY_BYTES})"
-            )
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise PolicyError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise PolicyError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    return load_policy(text, str(path))
 
 
 def _stamp(path: Path) -> _Stamp:

@@ -21,9 +21,9 @@ from typing import IO, Any
 
 import click
 
+from bouncerd.auditfiles import chain_files
 from bouncerd.core.audit import ChainResult, ChainWalker
 from bouncerd.paths import resolve
-from bouncerd.server.audit import chain_files
 
 EXIT_BROKEN = 1
 

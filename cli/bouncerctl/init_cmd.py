@@ -18,7 +18,8 @@ Theory of operation
    rewritten it meanwhile: then it is left alone), its bytes are copied to a timestamped backup
    beside it, and the new text goes to a temporary file in the same directory that is fsynced and
    renamed over the original, keeping its mode: a crash leaves the old file or the new one, never half
-   of one. A symlinked config is written through to its target, so dotfile links stay links.
+   of one (`bouncerctl.init_files`, which the hooks step shares). A symlinked config is written
+   through to its target, so dotfile links stay links.
 
 Exit status: 0 done (or nothing to do), 1 a config could not be read or written or the run was
 refused, 2 usage.
@@ -26,14 +27,9 @@ refused, 2 usage.
 
 from __future__ import annotations
 
-import contextlib
-import difflib
-import itertools
 import os
-import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,26 +38,13 @@ from pathlib import Path
 import click
 
 from bouncerctl import mcpconfig as mc
-
-EXIT_FAILED = 1
+from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
+from bouncerctl.init_hooks import update_hooks
 
 CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "windsurf")
 
-# Lines of context around each change in a diff, as `diff -u` shows them.
-DIFF_CONTEXT = 3
-_HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
-
-# Backups are named NAME.bouncer-STAMP.bak; a second run within the same second gets -1, -2, ...
-# Far more attempts than two runs a second can need; the bound only stops a loop on a broken directory.
-BACKUP_ATTEMPTS = 100
-
-
 # Claude Code keeps its own state in ~/.claude.json and writes the whole file back while it runs.
 CLAUDE_JSON = "Claude Code writes this file while it runs: quit it first, so it cannot overwrite the change"
-
-
-class InitError(click.ClickException):
-    exit_code = EXIT_FAILED
 
 
 @dataclass(frozen=True)
@@ -123,14 +106,6 @@ def find_shim(environ: Mapping[str, str]) -> str:
         f"cannot find {mc.SHIM_NAME} next to {sys.executable} or on PATH; "
         f"pass its absolute path with --shim PATH"
     )
-
-
-def tilde(path: Path, environ: Mapping[str, str]) -> str:
-    home = environ.get("HOME", "")
-    text = str(path)
-    if home and home != "/" and (text == home or text.startswith(home.rstrip("/") + "/")):
-        return "~" + text[len(home.rstrip("/")) :]
-    return text
 
 
 # ---- reading and planning ----------------------------------------------------------------------------
@@ -225,59 +200,6 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str]) -> list[str]:
     return lines
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines split at "\\n" only (JSON strings may hold U+2028 and the like), each keeping its end."""
-    lines = text.split("\n")
-    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-
-
-def _windows(
-    old: str, edits: Sequence[tuple[int, int, str]], sizes: tuple[int, int]
-) -> list[tuple[int, ...]]:
-    """Line ranges (old start, old end, new start, new end) around each edit, with context, merged."""
-    windows: list[tuple[int, ...]] = []
-    growth_so_far = 0
-    for start, end, replacement in sorted(edits):
-        first, past = old.count("\n", 0, start), old.count("\n", 0, end) + 1
-        growth = replacement.count("\n") - old.count("\n", start, end)
-        lo, hi = max(0, first - DIFF_CONTEXT), min(sizes[0], past + DIFF_CONTEXT)
-        new_lo, new_hi = lo + growth_so_far, hi + growth_so_far + growth
-        growth_so_far += growth
-        if windows and lo <= windows[-1][1]:
-            windows[-1] = (windows[-1][0], hi, windows[-1][2], new_hi)
-        else:
-            windows.append((lo, hi, new_lo, new_hi))
-    return windows
-
-
-def unified_diff(
-    old: str, new: str, path: str, label: str, edits: Sequence[tuple[int, int, str]] = ()
-) -> str:
-    """A unified diff a person can read, every line ending with a newline.
-
-    difflib's work grows with the square of what it compares and ~/.claude.json runs to megabytes,
-    so with the `edits` known only the lines around each one are compared, and the hunks' line
-    numbers shifted back into place.
-    """
-    a, b = split_lines(old), split_lines(new)
-    windows = _windows(old, edits, (len(a), len(b))) if edits else [(0, len(a), 0, len(b))]
-    out = []
-    for a0, a1, b0, b1 in windows:
-        for line in itertools.islice(difflib.unified_diff(a[a0:a1], b[b0:b1], n=DIFF_CONTEXT), 2, None):
-            hunk = _HUNK.match(line)
-            if hunk:
-                old_at, old_len, new_at, new_len = hunk.groups()
-                line = f"@@ -{int(old_at) + a0}{old_len or ''} +{int(new_at) + b0}{new_len or ''} @@\n"
-            out.append(
-                line.rstrip("\r\n") + "\n"
-                if line.endswith("\n")
-                else line + "\n\\ No newline at end of file\n"
-            )
-    if not out:
-        return ""
-    return f"--- {path}\n+++ {path} ({label})\n" + "".join(out)
-
-
 def render_diff(plan: Plan, undo: bool, environ: Mapping[str, str]) -> str:
     assert plan.rewrite is not None
     label = "restored" if undo else "with Bouncer"
@@ -299,49 +221,6 @@ def render_diff(plan: Plan, undo: bool, environ: Mapping[str, str]) -> str:
 
 
 # ---- writing -----------------------------------------------------------------------------------------
-
-
-def backup(path: Path, data: bytes, mode: int, now: datetime) -> Path:
-    """Copy `data` to NAME.bouncer-STAMP.bak beside `path` (never over an existing file)."""
-    stamp = now.strftime("%Y%m%dT%H%M%SZ")
-    for attempt in range(BACKUP_ATTEMPTS):
-        suffix = f"-{attempt}" if attempt else ""
-        target = path.with_name(f"{path.name}.bouncer-{stamp}{suffix}.bak")
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode & 0o777)
-        except FileExistsError:
-            continue
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        return target
-    raise OSError(f"no free backup name beside {path}")
-
-
-def write_atomically(path: Path, data: bytes, like: os.stat_result) -> None:
-    """Replace `path` with `data`: temp file in the same directory, fsync, rename; mode (and owner) kept."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".bouncer-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fchmod(fh.fileno(), like.st_mode & 0o7777)
-            if like.st_uid != os.getuid() or like.st_gid != os.getgid():
-                with contextlib.suppress(OSError):  # only root can give a file away; others keep theirs
-                    os.fchown(fh.fileno(), like.st_uid, like.st_gid)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # the rename itself durable; not every filesystem allows this
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def commit(plan: Plan, environ: Mapping[str, str], now: datetime) -> str:
@@ -532,6 +411,4 @@ def init(
 
 
 def _hooks(environ: Mapping[str, str], *, undo: bool, wanted: bool | None, yes: bool, dry_run: bool) -> None:
-    from bouncerctl.init_hooks import update_hooks  # imports this module: loaded only when needed
-
     update_hooks(environ, undo=undo, wanted=wanted, yes=yes, dry_run=dry_run, now=datetime.now(UTC))

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from bouncerctl.hook_settings import claude_settings_with_hooks, claude_settings_without_hooks
-from bouncerctl.init_cmd import InitError, backup, tilde, unified_diff, write_atomically
+from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
 
 
 def settings_path(environ: Mapping[str, str]) -> Path:

@@ -2,7 +2,8 @@
 
 Theory of operation
 -------------------
-Pure: text and values in, text and values out. `bouncerctl init` (init_cmd.py) does the file I/O.
+Pure: text and values in, text and values out. `bouncerctl init` (init_cmd.py, init_files.py) does
+the file I/O.
 
 Parsing. Client configs are JSON; VS Code's are JSONC (comments and trailing commas). `parse` blanks
 comments and trailing commas to spaces (same length, newlines kept), so an offset in the blanked text

@@ -12,7 +12,7 @@ import click
 from bouncerctl.common import RequestFailed, request
 from bouncerd.core.policy import format_effective, merge
 from bouncerd.errors import PolicyError
-from bouncerd.server.policies import read_policy
+from bouncerd.policyfiles import read_policy
 
 
 @click.group()

@@ -13,7 +13,6 @@ own ops on the same connection; a daemon that does not offer one is shown as "un
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Sequence
 from typing import Any
@@ -50,6 +49,8 @@ def status(as_json: bool) -> None:
         "sessions": reply.get("sessions", []),
     }
     if as_json:
+        import json  # only here: the start-up of a plain `status` is what a person waits for
+
         click.echo(json.dumps(body, indent=2, ensure_ascii=False))
     else:
         click.echo(render(body))

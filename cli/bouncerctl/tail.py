@@ -24,9 +24,9 @@ from typing import IO, Any
 
 import click
 
+from bouncerd.auditfiles import predecessors
 from bouncerd.core.audit import loads_line
 from bouncerd.paths import resolve
-from bouncerd.server.audit import predecessors
 
 # How often -f looks for new lines: a person reading along sees them within a quarter second, and an
 # idle follower costs a stat call four times a second.

@@ -22,8 +22,8 @@ from bouncerctl.report import html, markdown
 from bouncerctl.report.build import Aggregator, read_log
 from bouncerctl.report.review import build_pack
 from bouncerctl.report.sources import ToolsFileError, gather
+from bouncerd.auditfiles import chain_files
 from bouncerd.paths import resolve
-from bouncerd.server.audit import chain_files
 
 FORMATS = ("md", "html")
 

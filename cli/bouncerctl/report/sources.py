@@ -30,7 +30,7 @@ from bouncerd.client import Client
 from bouncerd.core.policy import Policy, merge
 from bouncerd.errors import DaemonRequestError, DaemonUnavailableError, PolicyError
 from bouncerd.paths import Paths
-from bouncerd.server.policies import read_policy
+from bouncerd.policyfiles import read_policy
 
 # A report is not worth waiting long for a daemon that does not answer: fall back to the log.
 DAEMON_TIMEOUT_SECONDS = 3.0
