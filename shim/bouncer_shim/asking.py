@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 When bouncerd's verdict on a held ``tools/call`` is ``ask`` (docs/dev/approvals-protocol.md), the relay
-hands the call and the reply to `Asking.question`. The channel follows from what the client said about
+hands the call and the reply to `Asking.ask_person`. The channel follows from what the client said about
 itself (`ClientProfile`), never from the call:
 
 - **elicitation**: a session negotiated at 2025-06-18 or 2025-11-25 whose client declared form
@@ -39,7 +39,8 @@ from typing import Any, Final
 
 from bouncer_shim import jsonrpc
 from bouncer_shim.actions import daemon_frame
-from bouncer_shim.jsonrpc import IdKey, wire_id, wire_text
+from bouncer_shim.held import Held, Retry
+from bouncer_shim.jsonrpc import wire_id, wire_text
 
 ELICITATION: Final = "elicitation"
 INPUT_REQUIRED: Final = "input_required"
@@ -76,57 +77,7 @@ MAX_PARKED_ROUNDS: Final = 64
 MAX_PARKED_BYTES: Final = 8 * 1024 * 1024
 
 
-class Retry:
-    """What a tools/call carries from an input_required round, and what to forward if it is allowed."""
-
-    __slots__ = ("fields", "forward", "ours", "upstream")
-
-    def __init__(
-        self,
-        fields: dict[str, Any],
-        forward: bytes | None,
-        ours: bool,
-        upstream: tuple[Any, Any] | None,
-    ) -> None:
-        self.fields = fields  # extra fields of the verdict op (request_state, input_response)
-        self.forward = forward  # the line to forward if allowed (None: the original)
-        self.ours = ours  # answers Bouncer's round
-        self.upstream = upstream  # (requestState, inputResponses) of the upstream's round
-
-
-class Held:
-    """A tools/call waiting for its verdict, and perhaps for a person."""
-
-    __slots__ = ("arguments", "asked", "dropped", "invalid", "key", "line", "request_id", "retry", "tool")
-
-    def __init__(
-        self,
-        key: IdKey,
-        request_id: Any,
-        line: bytes,
-        tool: str,
-        arguments: dict[str, Any],
-        retry: Retry | None = None,
-        invalid: str | None = None,
-    ) -> None:
-        self.invalid = invalid  # why the call cannot be checked: it is asked only to be refused and audited
-        self.key = key
-        self.request_id = request_id
-        self.line = line
-        self.tool = tool
-        self.arguments = arguments
-        self.retry = retry
-        self.dropped = False  # cancelled: never forward, never answer
-        self.asked = False  # a question was put: another "ask" for it is a refusal, not a new question
-
-    @property
-    def upstream_line(self) -> bytes:
-        """What goes upstream if the call is allowed."""
-        retry = self.retry
-        return retry.forward if retry is not None and retry.forward is not None else self.line
-
-
-class Ask:
+class Question:
     """An elicitation/create of the shim's, awaiting the client's result."""
 
     __slots__ = ("code", "deadline", "held", "request_id", "timeout")
@@ -215,7 +166,7 @@ class Asking:
         random = token if token is not None else os.urandom(ID_RANDOM_BYTES)
         self.prefix = f"{ID_PREFIX}{random.hex()}-"
         self._count = 0
-        self._open: dict[str, Ask] = {}  # request id -> question awaiting the client
+        self._open: dict[str, Question] = {}  # request id -> question awaiting the client
         self._parked: OrderedDict[str, tuple[Any, Any, int]] = OrderedDict()  # state -> round, size
         self._parked_bytes = 0
 
@@ -244,14 +195,14 @@ class Asking:
 
     # ---- putting a question ----------------------------------------------------------------------
 
-    def question(
+    def ask_person(
         self, held: Held, reply: Mapping[str, Any], profile: ClientProfile, server_info: Any
     ) -> tuple[bytes, bool] | None:
         """The line that asks the client about `held` and whether the call stays held (elicitation),
         or None if this client cannot be asked (then the call is refused with the reply's reason)."""
-        if held.asked:  # asked already: a second ask is a refusal, never a second question
+        if held.person_asked:  # asked already: a second ask is a refusal, never a second question
             return None
-        held.asked = True
+        held.person_asked = True
         channel = profile.channel()
         form = _form(reply.get("elicitation"))
         if channel == CODE or form is None:
@@ -267,7 +218,7 @@ class Asking:
             if line is None:
                 return None
             self._count += 1
-            self._open[request_id] = Ask(request_id, held, code, _timeout(reply.get("timeout")))
+            self._open[request_id] = Question(request_id, held, code, _timeout(reply.get("timeout")))
             return line, True
         state = reply.get("request_state")
         if not isinstance(state, str) or not state.startswith(STATE_PREFIX):
@@ -282,45 +233,45 @@ class Asking:
 
     # ---- the client's side -----------------------------------------------------------------------
 
-    def answered(self, message: Mapping[str, Any]) -> tuple[Ask, str, str | None] | None:
+    def answered(self, message: Mapping[str, Any]) -> tuple[Question, str, str | None] | None:
         """The question a client response (in the shim's id space) answers, with (action, choice);
         None for a response to a question already ended (late, after a timeout or cancel)."""
-        ask = self._open.pop(message["id"], None)  # a str: the relay asked `claims` first
-        if ask is None:
+        question = self._open.pop(message["id"], None)  # a str: the relay asked `claims` first
+        if question is None:
             return None
         result = message.get("result")
         if not isinstance(result, dict):
-            return ask, "cancel", None  # an error response
+            return question, "cancel", None  # an error response
         action, content = result.get("action"), result.get("content")
         if not isinstance(action, str) or action not in ACTIONS:
-            return ask, "cancel", None  # a result nobody can read
+            return question, "cancel", None  # a result nobody can read
         choice = content.get("choice") if action == "accept" and isinstance(content, dict) else None
-        return ask, action, choice if isinstance(choice, str) and choice in CHOICES else None
+        return question, action, choice if isinstance(choice, str) and choice in CHOICES else None
 
-    def expired(self, now: float) -> list[Ask]:
+    def expired(self, now: float) -> list[Question]:
         """Questions past their deadline (removed); starts the clock of those put since the last call."""
-        due: list[Ask] = []
-        for ask in self._open.values():
-            if ask.deadline is None:
-                ask.deadline = now + ask.timeout
-            elif ask.deadline <= now:
-                due.append(ask)
-        for ask in due:
-            del self._open[ask.request_id]
+        due: list[Question] = []
+        for question in self._open.values():
+            if question.deadline is None:
+                question.deadline = now + question.timeout
+            elif question.deadline <= now:
+                due.append(question)
+        for question in due:
+            del self._open[question.request_id]
         return due
 
-    def drop(self, held: Held) -> Ask | None:
+    def drop(self, held: Held) -> Question | None:
         """End the question about `held` (its call was cancelled), if one is open."""
-        for ask in self._open.values():
-            if ask.held is held:
-                del self._open[ask.request_id]
-                return ask
+        for question in self._open.values():
+            if question.held is held:
+                del self._open[question.request_id]
+                return question
         return None
 
-    def drop_all(self) -> list[Ask]:
-        asks = list(self._open.values())
+    def drop_all(self) -> list[Question]:
+        questions = list(self._open.values())
         self._open.clear()
-        return asks
+        return questions
 
     # ---- retries of input_required rounds ----------------------------------------------------------
 

@@ -195,8 +195,8 @@ class Pump:
         if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
             return 0.0
         ack_due = self._acks_since + DAEMON_ACK_TIMEOUT_SECONDS if self._acks_since is not None else None
-        link, asked = self.link.deadline(), self.relay.asking.deadline()
-        timers = (self._stage_deadline, self._drain_until, self._flush_until, ack_due, link, asked)
+        link, question_due = self.link.deadline(), self.relay.asking.deadline()
+        timers = (self._stage_deadline, self._drain_until, self._flush_until, ack_due, link, question_due)
         deadlines = [d for d in timers if d is not None]
         return max(0.0, min(deadlines) - now) if deadlines else None
 

@@ -10,11 +10,12 @@ import json
 from typing import Any
 
 import pytest
-from bouncer_shim import relay as relay_mod
+from bouncer_shim import outbox
 from bouncer_shim.actions import Diagnose, SendClient, SendDaemon, SendUpstream, Stop
 from bouncer_shim.jsonrpc import LOST_REASON, UNREACHABLE_REASON
 from bouncer_shim.lines import OversizedLine
-from bouncer_shim.relay import LinkState, Relay
+from bouncer_shim.relay import Relay
+from bouncer_shim.sync import LinkState
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -619,7 +620,7 @@ def test_replay_overflow_refuses_every_call_for_good() -> None:
     chunk = (
         b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"' + b"x" * (1 << 20) + b'"}}'
     )
-    for _ in range(relay_mod.MAX_REPLAY_BYTES // len(chunk) + 1):
+    for _ in range(outbox.MAX_REPLAY_BYTES // len(chunk) + 1):
         rig.upstream(chunk)
     assert rig.relay.observations_lost
     rig.reconnect()

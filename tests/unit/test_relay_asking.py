@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from bouncer_shim import asking
-from bouncer_shim.asking import Asking, ClientProfile, Held
+from bouncer_shim.asking import Asking, ClientProfile
+from bouncer_shim.held import Held
 from bouncer_shim.jsonrpc import UNREACHABLE_REASON, id_key
 from hypothesis import given, settings
 from mcp_types import _v2025_11_25 as legacy
@@ -596,7 +597,7 @@ def test_parked_upstream_rounds_are_bounded() -> None:
     params = {"requestState": "v1.theirs", "inputResponses": {}}
     for n in range(asking.MAX_PARKED_ROUNDS + 5):
         held = Held(id_key(n) or ("n", n), n, b"{}", "send_email", {}, book.retry({"params": params}, params))
-        assert book.question(held, ask_fields(request_state=f"{STATE}{n}"), profile, None) is not None
+        assert book.ask_person(held, ask_fields(request_state=f"{STATE}{n}"), profile, None) is not None
     assert len(book._parked) == asking.MAX_PARKED_ROUNDS
     first = {"requestState": f"{STATE}0", "inputResponses": {}}
     assert b"v1.theirs" not in (book.retry({"params": first}, first).forward or b"")  # type: ignore[union-attr]
