@@ -100,6 +100,9 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
         # daemon denies it without deciding, so the refusal is audited like any other. `arguments`
         # is then {}.
         "invalid": _OPT_STR,
+        # Absent or "tool" for a tools/call. Another request that carries data upstream (VERDICT_KINDS)
+        # is judged too: `tool` is then its method and `arguments` its params.
+        "kind": _OPT_STR,
     },
     # What a person answered to an elicitation (docs/dev/approvals-protocol.md). Reply: a verdict reply.
     "answer": {"request_id": _ID, "code": _STR, "action": _STR, "choice": _OPT_STR},
@@ -133,6 +136,10 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
     "approve": {"code": _STR},  # grant one retry of the bound call; reply as approve_show + approved
 }
 
+# What a `verdict` judges: a tools/call, or another request that carries the agent's data upstream:
+# resources/read and resources/subscribe ("resource"), prompts/get ("prompt"), completion/complete
+# ("completion"), any other request with params ("message").
+VERDICT_KINDS = ("tool", "resource", "prompt", "completion", "message")
 OBSERVE_KINDS: Final = frozenset({"result", "error", "notification", "request", "other"})
 
 
@@ -301,6 +308,8 @@ def check_request(message: Mapping[str, Any]) -> tuple[str, int]:
         for key in ("tool", "arguments"):
             if key not in message:
                 raise ProtocolError(f"verdict: missing {key!r}")
+        if message.get("kind") is not None and message["kind"] not in VERDICT_KINDS:
+            raise ProtocolError(f"verdict: unknown kind {message['kind']!r}")
     elif op == "observe":
         for key in ("seq", "kind", "payload"):
             if key not in message:

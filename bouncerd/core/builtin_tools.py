@@ -84,6 +84,7 @@ def verdict(
     lookup: Callable[[str], Hit | None],
     seen_exactly: Callable[[str], bool],
     host_hit: Callable[[str], Hit | None],
+    key_hit: Callable[[str], Hit | None] | None = None,
     blind: bool = False,
     on_tainted: str = "deny",
     on_tainted_identity: str = "ask",
@@ -118,6 +119,7 @@ def verdict(
                 trust=trust,
                 seen_exactly=seen_exactly,
                 host_hit=host_hit,
+                key_hit=key_hit,
             )
             if v.verdict == "allow" and blind:
                 v = Verdict(
@@ -175,6 +177,7 @@ def decide(engine: Engine, session: str, tool_name: str, tool_input: Mapping[str
         lookup=index.lookup,
         seen_exactly=index.seen_exactly,
         host_hit=index.host_hit,
+        key_hit=index.key_hit,
         blind=scope in engine.blind,
         on_tainted=rule.on_tainted,
         on_tainted_identity=engine.policy.settings.on_tainted_identity,

@@ -16,6 +16,7 @@ needs (resolving symlinks) is a function the daemon injects.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import Counter
@@ -25,7 +26,7 @@ from typing import Any
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import canon, constraints, fallback, sinkgate, taint
-from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
+from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import Policy, merge
 from bouncerd.core.rules import ToolRule
 
@@ -353,12 +354,15 @@ class Engine:
     def decide(self, call: ToolCall, now: float, policy: Policy | None = None) -> Verdict:
         events: list[Event] = []
         sp = self.servers.get(call.server.key)
-        if sp is not None and sp.open_until is not None:
-            # The first call closes the first-use window: from now on new tools need a person.
+        if sp is not None and sp.open_until is not None and call.kind == "tool":
+            # The first tool call closes the first-use window: from now on new tools need a person.
             self._emit(events, {"ev": "pin_window", "server": call.server.key, "until": None})
         self._emit(
             events, {"ev": "attempt", "session": call.session, "server": call.server.name, "tool": call.tool}
         )
+        if call.kind != "tool":
+            message = self._decide_message(call, events)
+            return dataclasses.replace(message, events=tuple(events))
         verdict = self._check_pin(call)
         if verdict is None:
             rule = self.rule_for(call.server, call.tool, policy)
@@ -444,6 +448,7 @@ class Engine:
                 trust=trust,
                 seen_exactly=index.seen_exactly,
                 host_hit=index.host_hit,
+                key_hit=index.key_hit,
             )
             if verdict.verdict == "allow" and self.scope_key(call.session, call.server.name) in self.blind:
                 verdict = Verdict(
@@ -465,6 +470,67 @@ class Engine:
             looks_like_destination=fallback.looks_like_destination,
         )
         return self._use_once_grant(call, verdict, events)
+
+    def _decide_message(self, call: ToolCall, events: list[Event]) -> Verdict:
+        """A request other than tools/call that carries the agent's data to the server (DESIGN §4b).
+
+        A resource read or subscription names a URI the server will retrieve (through a resource
+        template, a host of the agent's choosing): judged as a fetch. Prompt and completion arguments,
+        and the params of any other request, are read for destinations: one seen in untrusted output
+        is refused as a send to it would be; nothing else in them names where data goes."""
+        label = MESSAGE_LABELS.get(call.kind, "request")
+        index = self.index(self.scope_key(call.session, call.server.name))
+        trust = self._session_trust(call)
+        if call.kind == "resource":
+            uri = call.arguments.get("uri")
+            if not isinstance(uri, str) or not uri.strip():
+                return Verdict("deny", "message.invalid_params", f"{label} {call.tool} names no URI to check")
+            verdict = sinkgate.fetch_verdict(
+                {"uri": uri},
+                tool=call.tool,
+                sink_params=("uri",),
+                trust=trust,
+                seen_exactly=index.seen_exactly,
+                host_hit=index.host_hit,
+                key_hit=index.key_hit,
+                what="reading",
+            )
+            if verdict.verdict == "allow" and self.scope_key(call.session, call.server.name) in self.blind:
+                verdict = Verdict(
+                    "ask",
+                    "fetch.blind",
+                    "an earlier output of this session could not be checked for planted destinations, "
+                    "so resource reads need a person",
+                    destination=uri,
+                )
+        else:
+            verdict = sinkgate.send_verdict(
+                call.arguments,
+                tool=call.tool,
+                sink_params=(),
+                trust=trust,
+                lookup=index.lookup,
+                on_tainted="deny",
+                on_tainted_identity=self.policy.settings.on_tainted_identity,
+            )
+            if verdict.verdict != "deny" and verdict.rule not in ("sink.tainted_identity", "sink.evicted"):
+                verdict = Verdict(
+                    "allow",
+                    "message.no_tainted_destination",
+                    "no destination in it appeared in untrusted output",
+                    destination=verdict.destination,
+                    parameter=verdict.parameter,
+                )
+        verdict = self._use_once_grant(call, verdict, events)
+        return dataclasses.replace(verdict, reason=f"{label} {call.tool}: {verdict.reason}")
+
+    def _session_trust(self, call: ToolCall) -> sinkgate.Trust:
+        """What trusts a destination of a request that no tool rule covers: vouched and approved ones."""
+        why: dict[str, str] = {d: "typed by you in this session" for d in self.session(call.session).vouched}
+        for d in self.approvals.trusted_for(call.session, call.server.name, call.tool):
+            for k in canon.keys(d, exact=True):
+                why[k] = "approved for this session"
+        return sinkgate.Trust(frozenset(why), frozenset(), why)
 
     def _use_once_grant(self, call: ToolCall, verdict: Verdict, events: list[Event]) -> Verdict:
         """An ask for a call a person approved once (bouncerctl approve) becomes an allow, once."""

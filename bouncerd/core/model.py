@@ -35,6 +35,19 @@ class ToolCall:
     tool: str
     arguments: Mapping[str, Any]
     request_id: JsonRpcId = None
+    # "tool" for tools/call; otherwise the request carries data another way and `tool` is its method:
+    # "resource" (resources/read, resources/subscribe), "prompt", "completion", "message" (any other)
+    kind: str = "tool"
+
+
+# What a person or a reason calls each kind (bouncerd.wire.VERDICT_KINDS lists them).
+MESSAGE_LABELS = {
+    "tool": "tool call",
+    "resource": "resource read",
+    "prompt": "prompt",
+    "completion": "completion",
+    "message": "request",
+}
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
         "resource": "reserved: resources/read and resource templates",
         "prompt": "reserved: prompts/get",
         "completion": "reserved: completion/complete",
-        "message": "reserved: sampling and elicitation messages from a server",
+        "message": "the engine: a request other than tools/call that carries data to a server "
+        "(resources/read and /subscribe are judged as fetches, prompts/get and completion/complete here)",
     }
 )
 
@@ -240,6 +241,34 @@ _TABLE = (
         "the fetch would be allowed, but an earlier output of this scope could not be indexed",
         _TAINT,
         "a planted URL hidden in an output that could not be checked",
+    ),
+    _row(
+        "fetch.carries_tainted",
+        DENY,
+        "the URL carries a destination seen in untrusted output in its host labels, path, query or fragment",
+        _TAINT,
+        "a planted host or address smuggled inside a fetched URL or a looked-up name",
+    ),
+    _row(
+        "fetch.ambiguous_reading",
+        ASK,
+        "a fetched URL can be read more than one way",
+        _GATE,
+        "a URL that reads one way to Bouncer and another to the server",
+    ),
+    _row(
+        "message.no_tainted_destination",
+        ALLOW,
+        "a prompt, completion or other request carries no destination seen in untrusted output",
+        _GATE,
+        "—",
+    ),
+    _row(
+        "message.invalid_params",
+        DENY,
+        "a request whose params cannot be read (a resource read without a URI, params not an object)",
+        _GATE,
+        "a request shaped so that Bouncer cannot check what it carries",
     ),
     _row(
         "fetch.allowed",

@@ -28,8 +28,9 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import unquote_plus
 
-from bouncerd.core import canon, tokens
+from bouncerd.core import canon, tokens, url
 from bouncerd.core.constraints import find_values
 from bouncerd.core.fallback import words
 from bouncerd.core.model import Provenance, Verdict
@@ -434,6 +435,39 @@ def send_verdict(
     )
 
 
+MAX_CARRIED_LABELS = 12  # host labels read for planted names inside them (a DNS name has at most 127)
+MAX_CARRIED_QUERY_CHARS = 8192  # longer URLs are read by their tokens only (url.parse refuses them)
+_QUERY_PARTS = re.compile(r"[&;=]")
+
+
+def carried_keys(value: str) -> list[str]:
+    """The keys a fetched URL (or a looked-up host name) carries besides its own host and path: every
+    run of two or more labels of its host (`x.evil.example.attacker.net` carries `evil.example` and
+    `attacker.net`), and every destination token in its userinfo, path, query or fragment (decoded:
+    a URL nested in a query parameter, an address in a path)."""
+    c = canon.canonicalize(value)
+    own = {*c.hosts, c.key}
+    out: list[str] = []
+    for host in c.hosts[:2]:
+        if host.startswith("["):
+            continue
+        labels = host.split(".")[-MAX_CARRIED_LABELS:]
+        for i in range(len(labels)):
+            for j in range(i + 2, len(labels) + 1):
+                run = ".".join(labels[i:j])
+                if run != host and tokens.host_key(run) is not None:
+                    out.append(run)
+    prefixes = {k for k in c.probes if any(k.startswith(h + "/") or k.startswith(h + ":") for h in c.hosts)}
+    out += [k for k in c.probes if k not in own and k not in prefixes]
+    parsed = url.parse(value) if len(value) <= MAX_CARRIED_QUERY_CHARS else None
+    if parsed is not None and parsed.query:
+        # `?next=https%3A%2F%2Fevil.example%2F`: each parameter read on its own, as its server decodes it
+        for part in _QUERY_PARTS.split(parsed.query):
+            if len(part) >= tokens.MIN_KEY_CHARS:
+                out += sorted(tokens.text_keys(unquote_plus(part)))
+    return [k for k in dict.fromkeys(out) if len(k) >= tokens.MIN_KEY_CHARS]
+
+
 def fetch_verdict(
     arguments: Mapping[str, Any],
     *,
@@ -442,8 +476,14 @@ def fetch_verdict(
     trust: Trust,
     seen_exactly: Callable[[str], bool],
     host_hit: Callable[[str], Hit | None],
+    key_hit: Callable[[str], Hit | None] | None = None,
+    what: str = "fetching",
 ) -> Verdict:
+    """A URL fetched exactly as it appeared is allowed; a new path, query or fragment on a host seen in
+    output is denied, and so is a URL that carries a planted destination anywhere else (`carried_keys`,
+    looked up with `key_hit`); a URL that reads more than one way is asked; any other URL is allowed."""
     dests, _ = destinations(arguments, sink_params)
+    ambiguous: Destination | None = None
     for d in [*dests, *assembled(arguments)]:
         if trusted_reason(d, trust) is not None or seen_exactly(d.value):
             continue
@@ -461,16 +501,41 @@ def fetch_verdict(
             return Verdict(
                 "deny",
                 "fetch.tainted_host_new_path",
-                f"URL {shown(d.value)} in argument {d.parameter!r} is on a host that first appeared "
-                f"{_where(hit.provenance)}, but with a path, query or fragment that did not appear there: "
-                f"fetching it could smuggle your data out in the URL",
+                f"URL {shown(d.value)} in argument {d.parameter!r}{_read_as(d)} is on a host that first "
+                f"appeared {_where(hit.provenance)}, but with a path, query or fragment that did not "
+                f"appear there: {what} it could smuggle your data out in the URL",
                 destination=d.value,
                 parameter=d.parameter,
                 provenance=hit.provenance,
             )
+        if key_hit is not None:
+            for key in carried_keys(d.value):
+                carried = key_hit(key)
+                if carried is not None and carried.state == "tainted":
+                    return Verdict(
+                        "deny",
+                        "fetch.carries_tainted",
+                        f"URL {shown(d.value)} in argument {d.parameter!r} carries {shown(key)} (in its host "
+                        f"name, path or query), which first appeared {_where(carried.provenance)}: {what} it "
+                        f"would hand that name, and whatever rides with it, to whoever planted it",
+                        destination=d.value,
+                        parameter=d.parameter,
+                        provenance=carried.provenance,
+                    )
+        if ambiguous is None and not canon.reading(d.value).single:
+            ambiguous = d
+    if ambiguous is not None:
+        return Verdict(
+            "ask",
+            "fetch.ambiguous_reading",
+            f"URL {shown(ambiguous.value)} in argument {ambiguous.parameter!r} can be read more than one way "
+            f"({readings_text(ambiguous.value)}); a person must confirm it",
+            destination=ambiguous.value,
+            parameter=ambiguous.parameter,
+        )
     return Verdict(
         "allow",
         "fetch.allowed",
-        f"{tool}: fetching URLs that carry nothing new",
+        f"{tool}: {what} URLs that carry nothing seen in untrusted output",
         destination=dests[0].value if dests else None,
     )

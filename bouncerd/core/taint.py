@@ -544,6 +544,10 @@ class TaintIndex:
                     return Hit("evicted", None, False, key)
         return None
 
+    def key_hit(self, key: str) -> Hit | None:
+        """Whether one index key (already folded, e.g. from `sinkgate.carried_keys`) appeared."""
+        return self._probe((key,))
+
     def lookup(self, destination: str) -> Hit | None:
         """Whether one destination value appeared in untrusted output (see `canon.canonicalize`)."""
         return self._probe(canon.canonicalize(destination).probes)

@@ -297,7 +297,10 @@ class Daemon:
 
     def verdict(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
         session, entry = conn.require_server()
-        call = ToolCall(session.key, entry.identity, msg["tool"], msg["arguments"], msg.get("request_id"))
+        kind = msg.get("kind") or "tool"
+        call = ToolCall(
+            session.key, entry.identity, msg["tool"], msg["arguments"], msg.get("request_id"), kind
+        )
         now = time.time()
         try:
             policy = self.policy.for_shim(conn.policy_path)
@@ -317,6 +320,7 @@ class Daemon:
             "server": entry.identity.name,
             "request_id": call.request_id,
             "tool": call.tool,
+            **({"kind": kind} if kind != "tool" else {}),
             "verdict": verdict.verdict,
             "rule": verdict.rule,
             "reason": verdict.reason,
@@ -347,7 +351,7 @@ class Daemon:
         """Whether a request must wait until every earlier output is indexed. Only a verdict on a
         sink-gated tool reads taint; pins, budgets and constraints do not, so those are answered
         at once (a 10 MB result being indexed must not hold up an unrelated call)."""
-        if op != "verdict" or conn.server is None:
+        if op != "verdict" or conn.server is None or msg.get("kind") not in (None, "tool"):
             return True
         try:
             policy = self.policy.for_shim(conn.policy_path)

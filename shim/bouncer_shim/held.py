@@ -50,6 +50,7 @@ class Held:
         "dropped",
         "invalid",
         "key",
+        "kind",
         "line",
         "person_asked",
         "request_id",
@@ -66,7 +67,9 @@ class Held:
         arguments: dict[str, Any],
         retry: Retry | None = None,
         invalid: str | None = None,
+        kind: str = "tool",
     ) -> None:
+        self.kind = kind  # "tool", or the wire.VERDICT_KINDS kind of another request (`tool` is its method)
         self.invalid = invalid  # why the call cannot be checked: judged only to be refused and audited
         self.key = key
         self.request_id = request_id
@@ -108,6 +111,8 @@ class HeldCalls:
         fields = {"request_id": wire_id(held.request_id), "tool": held.tool, "arguments": held.arguments}
         if held.invalid is not None:
             fields["invalid"] = held.invalid
+        if held.kind != "tool":
+            fields["kind"] = held.kind
         if held.retry is not None:
             fields.update(held.retry.fields)
         if self._request("verdict", held, fields):

@@ -31,6 +31,8 @@ PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+# A request other than tools/call that Bouncer did not forward (a tool call gets an isError result).
+BLOCKED_ERROR: Final = -32001
 
 # Protocol revisions that negotiate with `initialize`. A `_meta` protocol version outside this set
 # (2026-07-28 and later) marks the per-request-envelope era.

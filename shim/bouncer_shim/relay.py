@@ -66,6 +66,35 @@ ENVELOPE_ONLY_BYTES: Final = 1024 * 1024
 
 NOT_AN_OBJECT: Final = "Invalid Request: not a JSON-RPC object"
 
+# Requests that carry the agent's data upstream other than tools/call, by the kind bouncerd judges
+# them as (wire.VERDICT_KINDS). Any other request with params is judged as a "message", unless it is
+# one of the requests below that only ask the server for its lists or state.
+GATED_METHODS: Final = {
+    "resources/read": "resource",
+    "resources/subscribe": "resource",
+    "prompts/get": "prompt",
+    "completion/complete": "completion",
+}
+UNGATED_METHODS: Final = frozenset(
+    {
+        "initialize", "ping", "server/discover", "tools/list", "resources/list",
+        "resources/templates/list", "prompts/list", "resources/unsubscribe", "logging/setLevel",
+        "tasks/get", "tasks/list", "tasks/cancel", "tasks/result",
+    }
+)  # fmt: skip
+
+
+def message_kind(method: str, params: Any) -> str | None:
+    """The kind bouncerd judges a request as, or None when it carries nothing to a destination."""
+    kind = GATED_METHODS.get(method)
+    if kind is not None:
+        return kind
+    if method in UNGATED_METHODS or not params:
+        return None
+    if isinstance(params, dict) and set(params) <= {"_meta", "cursor"}:
+        return None  # only the protocol's own fields (2026-07-28 sends _meta with every request)
+    return "message"
+
 
 class Relay:
     __slots__ = ("_actions", "_held", "_outbox", "_profile", "_requests", "_server_info", "_sync", "asking")
@@ -222,8 +251,8 @@ class Relay:
             return
         params = message.get("params")
         if "id" not in message:
-            if method == "tools/call":  # a call nobody waits for is still a call: never unchecked
-                self._diagnose("dropped a tools/call sent as a notification (no id)")
+            if method == "tools/call" or method in GATED_METHODS:  # still a call: never unchecked
+                self._diagnose(f"dropped a {method} sent as a notification (no id)")
                 return
             if method == "notifications/cancelled" and self._cancel(params):
                 return
@@ -239,6 +268,10 @@ class Relay:
             self._sync.request("client", None, fields)
         if method == "tools/call":
             self._gate(key, request_id, message, line)
+            return
+        kind = message_kind(method, params)
+        if kind is not None:
+            self._gate_message(key, request_id, method, kind, params, line)
             return
         paged = method == "tools/list" and isinstance(params, dict) and params.get("cursor") is not None
         self._remember(key, method, None, paged)
@@ -269,10 +302,34 @@ class Relay:
             return
         self._refuse(key, request_id, reason)
 
+    def _gate_message(
+        self, key: IdKey, request_id: Any, method: str, kind: str, params: Any, line: bytes
+    ) -> None:
+        """Hold a request other than tools/call that carries data upstream until bouncerd allows it."""
+        self._remember(key, method, None, False)
+        invalid = None
+        if params is None:
+            params = {}
+        elif not isinstance(params, dict):
+            params, invalid = {}, "the request's params are not a JSON object, so they cannot be checked."
+        elif "_meta" in params:  # the protocol's own fields (versions, client info): not the agent's data
+            params = {k: v for k, v in params.items() if k != "_meta"}
+        state = self._sync.state
+        if self._outbox.observations_lost:
+            reason = jsonrpc.LOST_REASON
+        elif state is LinkState.DOWN:
+            reason = jsonrpc.UNREACHABLE_REASON
+        else:
+            held = Held(key, request_id, line, method, params, None, invalid, kind)
+            if not self._held.hold(held, link_up=state is LinkState.UP):
+                self._refuse(key, request_id, jsonrpc.UNENCODABLE_REASON)
+            return
+        self._refuse(key, request_id, reason)
+
     def _decided(self, held: Held, reply: Mapping[str, Any] | None, error: str) -> None:
         if held.dropped:
             return
-        if reply is not None and reply.get("verdict") == "ask":
+        if reply is not None and reply.get("verdict") == "ask" and held.kind == "tool":
             question = self.asking.ask_person(held, reply, self._profile, self._server_info)
             if question is not None:
                 line, holds = question
@@ -334,7 +391,10 @@ class Relay:
         self._actions.append(SendClient(jsonrpc.cancelled_notification(question.request_id, reason)))
 
     def _refuse(self, key: IdKey, request_id: Any, reason: str) -> None:
-        self._requests.pop(key, None)
+        remembered = self._requests.pop(key, None)
+        if remembered is not None and remembered[0] != "tools/call":  # no tool result to put it in
+            self._answer_error(request_id, jsonrpc.BLOCKED_ERROR, jsonrpc.BLOCKED_PREFIX + reason)
+            return
         line = jsonrpc.blocked_result(request_id, reason, modern=self.modern, server_info=self._server_info)
         self._actions.append(SendClient(line))
 

@@ -221,6 +221,7 @@ def test_taint_rows_show_the_planted_destination_rules() -> None:
         "sink.tainted_identity",
         "sink.evicted",
         "fetch.tainted_host_new_path",
+        "fetch.carries_tainted",
         "fetch.evicted",
         "fetch.blind",
     }
