@@ -1,50 +1,72 @@
-"""The fallback: how a tool that no pack and no policy names is gated, from its name and schema.
+"""The fallback: how a tool that no pack and no policy names is gated, from what its server published.
 
 Theory of operation
 -------------------
-A server nobody wrote a pack for still has tools that send. The fallback reads two things the
-server published (and the pins froze): the tool's name and its input schema.
+A server nobody wrote a pack for still has tools that send. The fallback reads what the server
+published (and the pins froze): the tool's name, its input schema and, when the caller passes it,
+its description. It runs once per tool at tools/list time with word sets and regexes only (the
+lexicon is `fallback_words.py`), so the same tool always gets the same rule.
 
 *Destination-shaped parameters* are found by the parts of their names (split on `_`, `-`, `.` and
-camelCase: `recipientEmail` is `recipient` + `email`) and by schema formats (`email`, `idn-email`,
-`uri`, `uri-reference`, `iri`, `iri-reference`, `hostname`, `idn-hostname`), walking nested
-objects, arrays of objects, `anyOf`/`oneOf`/`allOf` and local `$ref`s. A parameter whose schema only
-allows booleans or numbers is never one. Some parts are *strong* (they name a person or an account:
-`to`, `cc`, `recipient*`, `*email*`, `participants`, `attendees`, `invitee*`, `member*`, `iban`,
-`phone`, `webhook*`, `share*`, `assignee*`, `reviewer*`, `forward`, and `address` in a mail
-context); others are *weak* (they name a place that may just be read: `url`, `uri`, `link`, `host`,
-`domain`, `channel*`, `user`, `user_id`, `endpoint`, `destination`).
+camelCase: `recipientEmail` is `recipient` + `email`), by schema formats (`email`, `uri`, `iri`,
+`hostname`, `ipv4`, ...), by `pattern`s that only match URLs, e-mail addresses or host names, and by
+parameter descriptions that say the value is where something goes ("URL to notify", "address to
+forward to", "the remote URL"), walking nested objects, arrays, `anyOf`/`oneOf`/`allOf` and local
+`$ref`s. A parameter that can only be a boolean or a number never is one, and neither is one whose
+name ends in a content word (`emailMessage`). Some are *strong* (a person, an account, or where the
+server delivers: `to`, `recipient*`, `*email*`, `member*`, `callback*`, `grantee`, `notify_url`);
+others *weak* (a place that may just be stored or read: `url`, `host`, `domain`, `user`,
+`channel*`). A few words are destinations only where the tool sends or opens a channel (`target`,
+`address`, `server`, `remote`, `bucket`, `with`, `login`): `convert_time(target_timezone)` sends
+nothing.
 
-*The tool's verb* is the first name part found in one of the verb lists:
-- a sending verb (`send`, `post`, `reply`, `forward`, `share`, `invite`, `publish`, `upload`,
-  `transfer`, `pay`, `notify`, `submit`, `push`, ...) gates the tool as a *send*, on all its
-  destination-shaped parameters; with none found it declares no sinks, so every argument is one;
-- a fetching verb (`fetch`, `browse`, `download`, `scrape`, `crawl`, `navigate`, `open`, ...), or a
-  reading verb over a web noun (`get_webpage`, `read_url`), makes a *fetch* sink of its URL-shaped
-  parameters; without a URL parameter it is a reading tool (`fetch_messages`);
-- a reading verb (`get`, `read`, `list`, `search`, `find`, `show`, `view`, `query`, ...) is never
-  gated: `read_channel_messages(channel)` must keep working;
-- a mutating verb (`create`, `add`, `update`, `schedule`, ...) is gated as a send when it adds
-  someone (`add_user_to_channel`, the `add ... to` form), when it writes a message-like thing
-  (`conversations_add_message`), or when a *strong* destination parameter is present
-  (`create_calendar_event(participants)`, `update_scheduled_transaction(recipient)`);
-- no verb at all (`email(to, body)`, `echo(message)`) is gated as a send if any destination-shaped
-  parameter is present: an unknown tool that takes an address is assumed to use it.
-Names that are nouns as often as verbs (`email`, `message`, `text`, `dm`, `sms`, `tweet`,
-`comment`, `chat`) count as sending verbs only when no other verb is in the name (`email_search`
-reads).
+*What the tool does* comes from the words of its name, the first verb found deciding its kind:
+- removing verbs (`delete`, `remove`, `revoke`, `unsubscribe`, ...) are never gated;
+- name resolution (`dns`, `whois`, `nslookup`, `ping`, `traceroute`, ...) with a host-shaped
+  parameter is a send whatever the verb: the resolver of the name's zone sees every label, so no
+  lookup is read-only (`get_dns_records(domain)`);
+- probing verbs (`test`, `verify`, `validate`, `check`, `lookup`, `resolve`, `connect`) with a host,
+  URL or endpoint are sends (`test_webhook(url)`, `dns_lookup(hostname)`, `resolve(name)`); without
+  one they keep their meaning (`check_opening_hours(restaurant)` reads);
+- fetching verbs (`fetch`, `download`, `open`, `clone`, ...), and reading verbs over a web noun
+  (`get_webpage`), make a *fetch* sink of their URL-shaped parameters;
+- reading verbs (`get`, `read`, `list`, `search`, `find`, `show`, `view`, `query`, ...) are never
+  gated otherwise: `read_channel_messages(channel)` must keep working;
+- sending verbs (`send`, `post`, `forward`, `share`, `push`, `upload`, `notify`, `relay`, ...) are
+  sends on their destination-shaped parameters; with none, every argument is a sink;
+- a *standing channel* (a webhook, callback, subscription, forwarding rule, remote, mirror, replica,
+  tunnel, bucket, export, monitor; or a person given access: collaborator, member, permission, grant,
+  allowlist) is a send whose destination outlives the session: `create_webhook(url)`,
+  `git_remote_add(url)`, `set_forwarding_address(address)`, `add_collaborator(username)`,
+  `sync_to(destination)`. It is gated on its place-shaped (or person-shaped) parameters, weak ones
+  included, and noted "standing channel" for `policy check` and the report. One that exists to carry
+  data somewhere (webhook, callback, forwarding, remote, mirror, tunnel, ...) with no such parameter
+  makes every argument a sink. `sync`, `subscribe`, `register` and `watch` may pull, so their
+  `target` counts only when the name says `to`;
+- an unambiguous sending or probing word after another verb (`schedule_send`, `create_health_check`)
+  gates the destination-shaped parameters (or the hosts);
+- mutating verbs (`create`, `add`, `update`, ...) are sends when they add someone (`add ... to`),
+  write a message-like thing (`add_message`), have a strong destination parameter, write into a
+  bucket or remote the call names (`put_object(bucket)`), or store an oddly named value declared
+  `format: uri|iri|hostname` (`update_settings(zorp)`), which the server will call: a fetch when its
+  name says it is a source of data (`data`, `image`, `file`), nothing when it only links (`website`);
+- no verb at all (`email(to, body)`) is a send if any destination-shaped parameter is present.
+Names that are nouns as often as verbs (`email`, `message`, `text`, ...) send only when no other
+verb is in the name (`email_search` reads).
 
-Deletion-like tools are recognised by whole name parts (`delete`, `remove`, `drop`, `purge`,
-`wipe`, `destroy`, `erase`, `truncate`, `trash`, ...), unless the verb is a reading one:
-`delete_file` is a deletion, `get_permissions` and `list_deleted_items` are not.
+*The description* can add a gate, never remove one: it is text the server wrote. Only its first
+sentence is read, and only for a tool whose name does not read or remove. A leading sending verb
+("Sends ...", "Forwards ..."), an unambiguous sending verb later in it ("... and notifies the
+address", not "... without notifying anyone"), a leading probe of a host ("Resolves a hostname"),
+or a channel opened by its leading verb ("Registers a webhook ...", "Adds a collaborator ...") gate
+the tool as those words in its name would, on its destination-shaped parameters only: a description
+with no parameter to point at gates nothing.
 
-Path-shaped parameters (`path`, `*_path`, `dir`, `directory`, `folder`, and the
-`source`/`destination` of a move or copy) of non-reading tools become `write_params`, used only when
-the user sets `allowed_path_prefixes` for the tool.
-
-The result is a `ToolEntry` with source "fallback" and notes that say which parameter matched which
-rule, so `policy check` can show its reasoning. Misjudgements go one way: a false positive costs an
-ask; the lists are biased toward asking.
+Deletion-like tools are recognised by whole name parts (`delete_file`; not `get_permissions`), and
+path-shaped parameters of tools that do not read become `write_params`, as before. The result is a
+`ToolEntry` with source "fallback" and notes that say which parameter matched which rule and which
+standing channel a tool opens, so `policy check` can show its reasoning. Misjudgements go one way:
+a false positive costs an ask; the lists are biased toward asking.
 """
 
 from __future__ import annotations
@@ -54,80 +76,62 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bouncerd.core.fallback_words import (
+    ADDING_VERBS,
+    CONTENT_SUFFIXES,
+    CREATING_VERBS,
+    DELETE_WORDS,
+    DEST_FORMATS,
+    DETERMINERS,
+    HINT_WORDS,
+    HOST_FORMATS,
+    HOST_NOUNS,
+    INHERENT_CHANNELS,
+    MAIL_CONTEXT,
+    MOVE_PARAMS,
+    MOVE_VERBS,
+    NAME_PARAMS,
+    NEGATIONS,
+    NET_WORDS,
+    NON_TEXT_TYPES,
+    PATH_WORDS,
+    PERSON_WORDS,
+    PLACE_WORDS,
+    PLAIN_PROBE_WORDS,
+    PLAIN_SEND_VERBS,
+    PROBE_VERBS,
+    READ_VERBS,
+    REFERENCE_WORDS,
+    REMOVING_VERBS,
+    RESOLVER_NOUNS,
+    RESOLVING_WORDS,
+    SENT_THINGS,
+    SOURCE_WORDS,
+    STORE_WORDS,
+    TWO_WAY_VERBS,
+    URL_FORMATS,
+    URL_WORDS,
+    WEAK_SEND_VERBS,
+    WEB_NOUNS,
+    WRITING_VERBS,
+    Reading,
+    description_hint,
+    lead_words,
+    name_hint,
+    pattern_format,
+    read_words,
+    verb_of,
+)
 from bouncerd.core.rules import FALLBACK_SOURCE, ToolEntry, ToolRule, resolve
 
-
-def _set(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
+__all__ = ["Guess", "Param", "classify", "destination_params", "fallback_rule", "looks_like_destination",
+           "verb_of", "words"]  # fmt: skip
 
 # Input schemas nest; real ones go three or four levels deep. Deeper levels are not searched (a
 # parameter buried further is still walked by the sink gate when the tool declares no sinks).
 MAX_SCHEMA_DEPTH = 8
 # `$ref` chains are followed this many hops; a cycle ends there.
 MAX_REF_HOPS = 8
-
-STRONG_SEND_VERBS = _set(
-    "send post reply respond forward share invite publish upload transfer pay notify submit push broadcast "
-    "announce deliver dispatch draft compose wire remit donate tip mention ping tell contact"
-)
-# Nouns at least as often as verbs: sending only when no other verb is in the name.
-WEAK_SEND_VERBS = _set("email mail message msg text sms dm tweet comment chat")
-FETCH_VERBS = _set("fetch browse download scrape crawl navigate visit open curl wget goto")
-READ_VERBS = _set(
-    "get read list search find show view query describe lookup look retrieve check count inspect peek "
-    "preview summarize summarise history watch poll load select explain analyze analyse diff status "
-    "info whoami print display echo test validate verify lint"
-)
-MUTATE_VERBS = _set(
-    "create add update set edit modify change delete remove drop purge wipe destroy erase truncate move "
-    "rename copy write append insert put patch upsert save store archive unarchive restore mark label tag "
-    "toggle trigger run execute start stop cancel reschedule schedule book reserve merge close lock unlock "
-    "assign unassign grant revoke approve reject enable disable install uninstall import convert compress "
-    "gzip format apply resize reorder duplicate clear reset login logout manage dismiss rerun fork clone "
-    "checkout commit make new join leave subscribe unsubscribe accept decline resolve react star pin "
-    "unpin trash empty replace split batch generate render simulate"
-)
-# A mutating verb that writes one of these things is a send: `add_message`, `create_comment`.
-SENT_THINGS = _set("message messages comment comments reply replies email mail post dm chat")
-# The verbs that make a new thing; with a message-like noun they send it (`add_message`), while
-# `modify_email` or `delete_message` act on one already there.
-CREATING_VERBS = _set("add create write insert append put new make")
-# `add X to Y`, `invite X to Y`: the verbs that put someone somewhere.
-ADDING_VERBS = _set("add invite grant assign")
-# A reading verb over one of these nouns reads the web: a fetch, not a read.
-WEB_NOUNS = _set("url uri webpage web website page link http https html site")
-DELETE_WORDS = _set("delete remove drop purge wipe destroy erase truncate trash unlink rm del shred")
-# Verbs that take someone or something away: a person-shaped parameter there is not a destination.
-REMOVING_VERBS = DELETE_WORDS | _set(
-    "revoke unassign cancel leave unsubscribe decline reject dismiss clear reset"
-)
-PATH_WORDS = _set("path paths filepath filepaths dir dirs directory directories folder folders dirpath")
-MOVE_VERBS = _set("move copy rename")
-MOVE_PARAMS = _set("source destination dest target src")
-
-STRONG_DEST_WORDS = _set(
-    "cc bcc iban phone phones mobile sms recipient recipients participant participants attendee "
-    "attendees guest guests invitee invitees member members webhook webhooks assignee assignees reviewer "
-    "reviewers forward wallet"
-)
-STRONG_DEST_PREFIXES = ("recipient", "webhook", "share", "invitee", "member", "attendee", "participant")
-WEAK_DEST_WORDS = _set(
-    "url urls uri uris link links href host hostname hosts domain domains user users username usernames "
-    "userid endpoint endpoints destination destinations dest"
-)
-WEAK_DEST_PREFIXES = ("channel",)
-URL_WORDS = _set("url urls uri uris link links href")
-MAIL_CONTEXT = _set("mail email emails message send reply forward transfer pay wallet")
-DEST_FORMATS = _set("email idn-email uri uri-reference iri iri-reference hostname idn-hostname")
-URL_FORMATS = _set("uri uri-reference iri iri-reference")
-NON_TEXT_TYPES = frozenset({"boolean", "number", "integer", "null"})
-# A destination word followed by one of these names a property of the message, not a place:
-# `email_subject`, `recipient_count`, `emailMessage`.
-CONTENT_SUFFIXES = _set(
-    "message messages body subject text content html template format type types count enabled verified "
-    "notification notifications label labels style length size limit status"
-)
 
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
@@ -150,44 +154,24 @@ class Param:
     reason: str
     strong: bool
     url: bool
+    word: str = ""  # the name part, or one of HINT_WORDS, that matched
+    fmt: str | None = None  # the schema format, declared or implied by a pattern
+    context_only: bool = False  # a destination only where the tool sends or opens a channel
+
+    @property
+    def net(self) -> bool:
+        """Whether the value is a host, an endpoint or a URL: what a probe reaches."""
+        return self.url or self.word in NET_WORDS or self.fmt in HOST_FORMATS
 
 
 # ---- parameters ---------------------------------------------------------------------------------
 
 
-def _name_reason(parts: list[str], mail_context: bool) -> tuple[str, bool] | None:
-    """(why, strong) if a parameter name looks like it carries a destination."""
-    if not parts or (len(parts) > 1 and parts[-1] in CONTENT_SUFFIXES):
-        return None
-    if parts[:3] == ["in", "reply", "to"]:
-        return None  # a message id (`inReplyTo`), not an address
-    if parts[0] == "to" or parts[-1] == "to":
-        return "name part 'to'", True
-    for p in parts:
-        if p in STRONG_DEST_WORDS:
-            return f"name part {p!r}", True
-        if p.startswith(STRONG_DEST_PREFIXES):
-            return f"name part {p!r}", True
-        if "email" in p and parts[-1] not in ("id", "ids"):
-            return f"name part {p!r} (contains 'email')", True
-    if "address" in parts and (mail_context or MAIL_CONTEXT & set(parts)):
-        return "name part 'address' in a mail context", True
-    if "account" in parts and ({"number", "iban"} & set(parts)):
-        return "name parts 'account' + 'number'", True
-    if "user" in parts and "id" in parts:
-        return "name parts 'user' + 'id'", False
-    for p in parts:
-        if p in WEAK_DEST_WORDS or p.startswith(WEAK_DEST_PREFIXES):
-            return f"name part {p!r}", False
-        if p.endswith("url") or p.endswith("uri"):
-            return f"name part {p!r} (ends in 'url')", False
-    return None
-
-
 def looks_like_destination(name: str) -> bool:
     """Whether a parameter name alone looks like it carries a destination (for undeclared parameters
     next to declared sinks: `recipients` beside a declared `to`)."""
-    return _name_reason(words(name), mail_context=False) is not None
+    hint = name_hint(words(name), mail_context=False)
+    return hint is not None and not hint.context_only
 
 
 def _deref(schema: Any, root: Mapping[str, Any]) -> Any:
@@ -222,12 +206,9 @@ def _variants(schema: Any, root: Mapping[str, Any], depth: int = 0) -> Iterator[
                 yield from _variants(alt, root, depth + 1)
 
 
-def _format(schema: Any, root: Mapping[str, Any]) -> str | None:
-    for variant in _variants(schema, root):
-        fmt = variant.get("format")
-        if isinstance(fmt, str) and fmt in DEST_FORMATS:
-            return fmt
-    return None
+def _keyword(schema: Any, root: Mapping[str, Any], key: str) -> list[str]:
+    """Every string value of one schema keyword (`format`, `pattern`, `description`) in the variants."""
+    return [v for variant in _variants(schema, root) if isinstance(v := variant.get(key), str)]
 
 
 def _non_text(schema: Any, root: Mapping[str, Any]) -> bool:
@@ -244,12 +225,45 @@ def _non_text(schema: Any, root: Mapping[str, Any]) -> bool:
     return bool(types) and types <= NON_TEXT_TYPES
 
 
-def destination_params(input_schema: Mapping[str, Any] | None, mail_context: bool = False) -> list[Param]:
-    """Destination-shaped parameters of a schema, as dotted paths (lists are walked transparently)."""
+def destination_params(
+    input_schema: Mapping[str, Any] | None, mail_context: bool = False, sending: bool = False
+) -> list[Param]:
+    """Destination-shaped parameters of a schema, as dotted paths (lists are walked transparently).
+    With `sending`, also the words that are destinations only where a tool sends (`target`, `with`)."""
     out: list[Param] = []
     if isinstance(input_schema, Mapping):
         _walk(input_schema, input_schema, "", 0, mail_context, out)
-    return out
+    return out if sending else [p for p in out if not p.context_only]
+
+
+def _param(name: str, sub: Any, root: Mapping[str, Any], here: str, mail_context: bool) -> Param | None:
+    """One property as a destination, by its name, then its format or pattern, then its description."""
+    parts = words(name)
+    hint = name_hint(parts, mail_context)
+    fmt = next((f for f in _keyword(sub, root, "format") if f in DEST_FORMATS), None)
+    patterns = [] if fmt or hint else _keyword(sub, root, "pattern")
+    implied = next(filter(None, map(pattern_format, patterns)), None)
+    # Objects are searched inside; a name that says content (`emailMessage`) is content whatever its
+    # description says.
+    leaf = not any(isinstance(v.get("properties"), Mapping) for v in _variants(sub, root))
+    said = None
+    if leaf and not (parts and parts[-1] in CONTENT_SUFFIXES) and (hint is None or hint.context_only):
+        said = next(filter(None, map(description_hint, _keyword(sub, root, "description"))), None)
+    url = bool(URL_WORDS & set(parts)) or any(p.endswith(("url", "uri")) for p in parts)
+    if hint is not None:
+        why, strong, context_only = hint.why, hint.strong, hint.context_only
+        # A `target` declared a URI, or said to be notified, is a destination wherever it is.
+        if context_only and (fmt or said):
+            also = f"schema format {fmt!r}" if fmt else said.why if said else ""
+            why, strong, context_only = f"{why} and {also}", True, False
+        return Param(here, why, strong, url or fmt in URL_FORMATS, hint.word, fmt, context_only)
+    if fmt or implied:
+        declared = fmt or implied or ""
+        why = f"schema format {fmt!r}" if fmt else f"a pattern that only matches {declared} values"
+        return Param(here, why, declared.endswith("email"), declared in URL_FORMATS, "format", declared)
+    if said is not None:
+        return Param(here, said.why, said.strong, said.url or url, said.word)
+    return None
 
 
 def _walk(
@@ -267,15 +281,9 @@ def _walk(
             here = f"{path}.{name}" if path else name
             if _non_text(sub, root):
                 continue
-            parts = words(name)
-            named = _name_reason(parts, mail_context)
-            fmt = _format(sub, root)
-            if named is not None:
-                why, strong = named
-                url = bool(URL_WORDS & set(parts)) or any(p.endswith(("url", "uri")) for p in parts)
-                out.append(Param(here, why, strong, url or fmt in URL_FORMATS))
-            elif fmt is not None:
-                out.append(Param(here, f"schema format {fmt!r}", fmt.endswith("email"), fmt in URL_FORMATS))
+            found = _param(name, sub, root, here, mail_context)
+            if found is not None:
+                out.append(found)
             else:
                 _walk(sub, root, here, depth + 1, mail_context, out)
 
@@ -301,86 +309,179 @@ def _path_params(input_schema: Mapping[str, Any] | None, verb: str | None) -> li
 
 # ---- the tool -----------------------------------------------------------------------------------
 
-
-def verb_of(parts: list[str]) -> tuple[str | None, str | None]:
-    """(kind, verb): kind is send, fetch, read, mutate, or None when no verb is recognised."""
-    for p in parts:
-        if p in STRONG_SEND_VERBS:
-            return "send", p
-        if p in FETCH_VERBS:
-            return "fetch", p
-        if p in READ_VERBS:
-            return "read", p
-        if p in MUTATE_VERBS:
-            return "mutate", p
-    for p in parts:
-        if p in WEAK_SEND_VERBS:
-            return "send", p
-    return None, None
+# What a rule found: (sink kind, sink parameters, why, the standing channel it opens or None).
+Found = tuple[str, list[Param], str, str | None]
 
 
-def classify(tool_name: str, input_schema: Mapping[str, Any] | None) -> Guess:
-    """The fallback's entry for a tool without one, and the notes that explain it."""
+def _probe_targets(params: list[Param], parts: list[str], schema: Any, by_name: bool = True) -> list[Param]:
+    """The parameters a probe reaches: hosts, URLs, endpoints; for a resolver whose name says nothing
+    else (`resolve(name)`, `dns_query(name)`) also a bare `name`."""
+    reached = [p for p in params if p.net]
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    if reached or not by_name or not isinstance(props, Mapping):
+        return reached
+    named = set(parts)
+    resolving = RESOLVING_WORDS & named
+    if not resolving or named - RESOLVER_NOUNS - RESOLVING_WORDS - READ_VERBS - PROBE_VERBS.keys():
+        return []
+    if resolving <= {"lookup", "look"} and not HOST_NOUNS & named:
+        return []  # `lookup(name)` may read a dictionary; `dns_lookup(name)` asks a resolver
+    return [
+        Param(n, "a name the tool resolves", False, False, "host")
+        for n, sub in props.items()
+        if isinstance(n, str) and not _non_text(sub, schema) and (words(n) or [""])[-1] in NAME_PARAMS
+    ]
+
+
+def _channel(reading: Reading, params: list[Param], source: str, parts: list[str]) -> Found | None:
+    """The gate of a tool that opens a standing channel: on the place-shaped parameters of a channel
+    to a place, the person-shaped ones of a channel to a person, and the strong ones of either."""
+    place, person, word = reading.place, reading.person, reading.channel
+    if word is None:
+        return None
+    # A `target` is where a sync goes only when the name says so (`sync_to`): `partner_sync` may pull.
+    outward = word not in TWO_WAY_VERBS or "to" in parts
+    sinks = [
+        p for p in params
+        if (outward or not p.context_only) and (
+            p.strong or (place and (p.word in PLACE_WORDS or p.url or p.fmt or p.word in HINT_WORDS))
+            or (person and p.word in PERSON_WORDS)
+        )
+    ]  # fmt: skip
+    standing = f"{source} word {word!r}"
+    if sinks:
+        return "send", sinks, f"{standing} opens a channel: gated on its destinations", standing
+    if word in INHERENT_CHANNELS and source == "tool name":
+        why = f"{standing} carries data somewhere and no parameter says where: every argument is a sink"
+        return "send", [], why, standing
+    return None
+
+
+def _stored_urls(params: list[Param]) -> Found | None:
+    """A mutating tool's oddly named parameters declared URIs or host names: the server will reach
+    them. (A parameter *named* `url` or `link` stays what it was: a place that may just be stored.)"""
+    declared = [p for p in params if p.word in HINT_WORDS and (p.fmt in URL_FORMATS or p.fmt in HOST_FORMATS)]
+    named = {p.path: set(words(p.path.rsplit(".", 1)[-1])) for p in declared}
+    if called := [p for p in declared if not named[p.path] & (SOURCE_WORDS | REFERENCE_WORDS)]:
+        return "send", called, "a parameter declared a URI or host name, which the server calls: a send", None
+    if read := [p for p in declared if named[p.path] & SOURCE_WORDS]:
+        return "fetch", read, "a parameter declared a URI the server reads data from: a fetch sink", None
+    return None
+
+
+def _by_name(parts: list[str], params: list[Param], everything: list[Param], schema: Any) -> Found | None:
+    """The gate the tool's name calls for, or None."""
+    name = read_words(parts)
+    kind, verb = name.kind, name.verb
+    if verb in REMOVING_VERBS:
+        return None  # `delete_webhook(url)`, `revoke_access(grantee)`, `delete_dns_record(domain)`
+    if name.network and (reached := _probe_targets(everything, parts, schema)):
+        return "send", reached, f"tool name part {name.network!r} resolves or reaches a host: a send", None
+    if kind == "probe":
+        if reached := _probe_targets(everything, parts, schema):
+            return "send", reached, f"tool name verb {verb!r} reaches a host or an endpoint: a send", None
+        kind = PROBE_VERBS[verb or ""]
+    url_params = [p for p in params if p.url]
+    if (kind == "fetch" or (kind == "read" and WEB_NOUNS & set(parts))) and url_params:
+        return "fetch", url_params, f"tool name verb {verb!r} fetches a URL: a fetch sink", None
+    if kind == "read":
+        return None
+    standing = f"tool name word {name.channel!r}" if name.channel else None
+    if kind == "send" and everything:
+        return "send", everything, f"tool name verb {verb!r} sends: gated on its destinations", standing
+    if kind == "send":
+        why = f"tool name verb {verb!r} sends, and no parameter looks like a destination: every argument"
+        return "send", [], f"{why} is a sink", standing
+    if (channel := _channel(name, everything, "tool name", parts)) is not None:
+        return channel
+    if (later := next((p for p in parts[1:] if p in PLAIN_SEND_VERBS), None)) and everything:
+        return "send", everything, f"tool name part {later!r} sends: gated on its destinations", None
+    if PLAIN_PROBE_WORDS & set(parts[1:]) and (reached := _probe_targets(everything, parts, schema, False)):
+        return "send", reached, "tool name part says the server calls a host or an endpoint: a send", None
+    if kind in ("mutate", "channel"):
+        if verb in ADDING_VERBS and "to" in parts[1:]:
+            return "send", params, f"tool name {verb!r} ... 'to' adds someone somewhere: a send", None
+        if verb in CREATING_VERBS and SENT_THINGS & set(parts):
+            return "send", params, f"tool name verb {verb!r} writes a message-like thing: a send", None
+        if strong := [p for p in params if p.strong]:
+            return "send", strong, f"tool name verb {verb!r} with a person-shaped parameter: a send", None
+        if verb in WRITING_VERBS and (stores := [p for p in everything if p.word in STORE_WORDS]):
+            return "send", stores, f"tool name verb {verb!r} writes into a store the call names: a send", None
+        return _stored_urls(everything)
+    if kind is None and params:
+        why = "no recognisable verb in the tool name, but destination-shaped parameters: a send"
+        return "send", params, why, None
+    return None
+
+
+def _by_description(lead: list[str], everything: list[Param], schema: Any) -> Found | None:
+    """The gate a description's first sentence adds to a tool its name left ungated, if any. Only
+    destination-shaped parameters are gated: a description alone never makes every argument a sink."""
+    if not lead or not everything:
+        return None
+    desc = read_words(lead)
+    leading = desc.verb if desc.verb == lead[0] else None
+    if leading in WEAK_SEND_VERBS and lead[1:2] and lead[1] not in DETERMINERS:
+        leading = None  # "Emails the summary ..." sends; "Email address lookup", "Text formatting" do not
+    if leading in REMOVING_VERBS or (leading and desc.kind == "read"):
+        return None  # "Deletes the webhook that ...", "Lists the rules that forward ..."
+    sends = leading if leading and desc.kind == "send" else None
+    for i, w in enumerate(lead):
+        if sends is None and w in PLAIN_SEND_VERBS and not NEGATIONS & set(lead[max(0, i - 2) : i]):
+            sends = w  # "Runs the job and notifies ...", but not "... without notifying anyone"
+    if sends is not None:
+        standing = f"description word {desc.channel!r}" if desc.channel else None
+        return "send", everything, f"its description says it {sends}s: gated as a send", standing
+    reached = _probe_targets(everything, lead, schema, by_name=False)
+    if reached and ((desc.kind == "probe" and leading) or desc.network):
+        return "send", reached, "its description says it reaches a host: a send", None
+    if leading is None or desc.kind in (None, "read"):
+        return None
+    return _channel(desc, everything, "description", lead)
+
+
+def classify(tool_name: str, input_schema: Mapping[str, Any] | None, description: str | None = None) -> Guess:
+    """The fallback's entry for a tool without one, and the notes that explain it. `description` is
+    the tool's description from tools/list; it can add a gate, never remove one."""
     parts = words(tool_name)
     kind, verb = verb_of(parts)
-    mail_context = bool(MAIL_CONTEXT & set(parts))
-    params = destination_params(input_schema, mail_context)
-    notes = [f"parameter {p.path!r} matched {p.reason}" for p in params]
-    deletion = kind != "read" and bool(DELETE_WORDS & set(parts))
-    if deletion:
-        notes.append(f"tool name part {sorted(DELETE_WORDS & set(parts))[0]!r} marks a deletion")
-    writes = tuple(_path_params(input_schema, verb)) if kind != "read" else ()
+    lead = lead_words(description)
+    mail_context = bool(MAIL_CONTEXT & set(parts)) or bool(MAIL_CONTEXT & set(lead))
+    everything = destination_params(input_schema, mail_context, sending=True)
+    params = [p for p in everything if not p.context_only]
+    notes = [f"parameter {p.path!r} matched {p.reason}" for p in everything]
     if input_schema is None:
         notes.append("no input schema: parameter names unknown")
-
-    def entry(gate: bool, sink_kind: str = "send", sinks: list[Param] | None = None) -> ToolEntry:
-        if not gate:
-            return ToolEntry(exfiltrating=False, deletion=deletion, write_params=writes or None)
-        return ToolEntry(
-            exfiltrating=True,
-            sink_kind="fetch" if sink_kind == "fetch" else "send",
-            sink_params=tuple(p.path for p in sinks or []),
-            deletion=deletion,
-            write_params=writes or None,
-        )
-
-    url_params = [p for p in params if p.url]
-    web_read = kind == "read" and bool(WEB_NOUNS & set(parts))
-    if (kind == "fetch" or web_read) and url_params:
-        notes.append(f"tool name verb {verb!r} fetches a URL: a fetch sink")
-        return Guess(entry(True, "fetch", url_params), tuple(notes))
-    if kind in ("read", "fetch"):
-        if params:
-            notes.append(f"tool name verb {verb!r} reads: not gated")
-        return Guess(entry(False), tuple(notes))
-    if kind == "send":
-        if params:
-            notes.append(f"tool name verb {verb!r} sends: gated on its destination parameters")
-        else:
-            notes.append(
-                f"tool name verb {verb!r} sends, and no parameter looks like a destination: "
-                f"every argument is a sink"
-            )
-        return Guess(entry(True, "send", params), tuple(notes))
-    if kind == "mutate":
-        strong = [p for p in params if p.strong]
-        if verb in ADDING_VERBS and "to" in parts[1:]:
-            notes.append(f"tool name {verb!r} ... 'to' adds someone somewhere: gated as a send")
-            return Guess(entry(True, "send", params), tuple(notes))
-        if verb in CREATING_VERBS and SENT_THINGS & set(parts):
-            notes.append(f"tool name verb {verb!r} writes a message-like thing: gated as a send")
-            return Guess(entry(True, "send", params), tuple(notes))
-        if strong and verb not in REMOVING_VERBS:
-            notes.append(f"tool name verb {verb!r} with a person-shaped parameter: gated as a send")
-            return Guess(entry(True, "send", strong), tuple(notes))
-        return Guess(entry(False), tuple(notes))
-    if params:
-        notes.append("no recognisable verb in the tool name, but destination-shaped parameters: a send")
-        return Guess(entry(True, "send", params), tuple(notes))
-    return Guess(entry(False), tuple(notes))
+    found = _by_name(parts, params, everything, input_schema)
+    reads = kind == "read" or (kind == "probe" and found is None and PROBE_VERBS[verb or ""] == "read")
+    if found is None and not reads and verb not in REMOVING_VERBS:
+        found = _by_description(lead, everything, input_schema)
+    elif found is None and reads and params:
+        notes.append(f"tool name verb {verb!r} reads: not gated")
+    deletion = not reads and bool(DELETE_WORDS & set(parts))
+    if deletion:
+        notes.append(f"tool name part {sorted(DELETE_WORDS & set(parts))[0]!r} marks a deletion")
+    writes = tuple(_path_params(input_schema, verb)) if not reads else ()
+    if found is None:
+        entry = ToolEntry(exfiltrating=False, deletion=deletion, write_params=writes or None)
+        return Guess(entry, tuple(notes))
+    sink_kind, sinks, why, standing = found
+    notes.append(why)
+    if standing:
+        notes.append(f"standing channel: {standing}; its destination outlives the session")
+    entry = ToolEntry(
+        exfiltrating=True,
+        sink_kind="fetch" if sink_kind == "fetch" else "send",
+        sink_params=tuple(dict.fromkeys(p.path for p in sinks)),
+        deletion=deletion,
+        write_params=writes or None,
+    )
+    return Guess(entry, tuple(notes))
 
 
-def fallback_rule(tool_name: str, input_schema: Mapping[str, Any] | None) -> ToolRule:
+def fallback_rule(
+    tool_name: str, input_schema: Mapping[str, Any] | None, description: str | None = None
+) -> ToolRule:
     """The fallback's verdict on its own, as a complete rule (source "fallback")."""
-    guess = classify(tool_name, input_schema)
+    guess = classify(tool_name, input_schema, description)
     return resolve(tool_name, [(FALLBACK_SOURCE, guess.entry)], guess.notes)

@@ -446,10 +446,13 @@ class Policy:
         input_schema: Mapping[str, Any] | None = None,
     ) -> ToolRule:
         """The effective rule for one tool of one server: packs < fallback-if-unnamed < layers."""
+        description: str | None = None
         if isinstance(tool, Mapping):
             name = str(tool.get("name", ""))
             schema = tool.get("inputSchema")
             input_schema = schema if isinstance(schema, Mapping) else input_schema
+            text = tool.get("description")
+            description = text if isinstance(text, str) else None  # pinned with the tool: stable input
         else:
             name = tool
         entries: list[tuple[str, ToolEntry]] = []
@@ -459,7 +462,7 @@ class Policy:
                 entries.append((f"pack {pack_name}", entry))
         notes: tuple[str, ...] = ()
         if not entries:
-            guess = fallback.classify(name, input_schema)
+            guess = fallback.classify(name, input_schema, description=description)
             entries.append(("fallback", guess.entry))
             notes = guess.notes
         for layer in self.layers:

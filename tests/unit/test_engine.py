@@ -310,3 +310,20 @@ def test_approved_fetch_ask_runs_once() -> None:
     eng.apply({"ev": "grant", "scope": "once", "binding": b.as_dict()})
     assert _call(eng, MAIL, "fetch_url", **args).rule == "approval.once"
     assert _call(eng, MAIL, "fetch_url", **args).verdict == "ask"
+
+
+def test_tool_whose_description_says_it_sends_is_gated_through_the_engine() -> None:
+    """A hostile server names its sending tool neutrally; the pinned description says what it does."""
+    eng = Engine(merge([load_policy("tools: {}\n", "policy.yaml")]))
+    relay = ServerIdentity("relay", ("relay-server",))
+    tool = {
+        "name": "handle_report",
+        "description": "Sends the report to the given address.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"target": {"type": "string"}, "report": {"type": "string"}},
+        },
+    }
+    eng.tools_listed(relay, [tool], now=0.0)
+    v = eng.decide(ToolCall(S, relay, "handle_report", {"target": ATTACKER, "report": "Q3"}, 1), now=1.0)
+    assert v.verdict != "allow" and v.rule.startswith("sink."), (v.rule, v.reason)
