@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, NotRequired, TypedDict
 
 import msgpack
 
@@ -136,10 +136,140 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
     "approve": {"code": _STR},  # grant one retry of the bound call; reply as approve_show + approved
 }
 
+# ---- the requests, typed: one TypedDict per op, field for field as in OPS (a test holds them equal).
+# A field `check_request` does not insist on is NotRequired.
+
+
+class Request(TypedDict):
+    op: str
+    id: int
+
+
+class HelloRequest(Request):
+    version: int
+    role: str
+    session: NotRequired[str | None]
+    server: NotRequired[str | None]
+    upstream: NotRequired[list[Any]]
+    policy_path: NotRequired[str | None]
+    instance: NotRequired[str | None]
+    pid: NotRequired[int]
+    client_pid: NotRequired[int]
+    candidates: NotRequired[list[Any] | None]
+
+
+class ClientRequest(Request):
+    name: NotRequired[str | None]
+    version: NotRequired[str | None]
+    protocol: NotRequired[str | None]
+    capabilities: NotRequired[dict[str, Any] | None]
+
+
+class ToolsRequest(Request):
+    tools: list[Any]
+
+
+class VerdictRequest(Request):
+    request_id: NotRequired[str | int | None]
+    tool: str
+    arguments: dict[str, Any]
+    request_state: NotRequired[str | None]
+    input_response: NotRequired[dict[str, Any] | None]
+    invalid: NotRequired[str | None]
+    kind: NotRequired[str | None]
+
+
+class AnswerRequest(Request):
+    request_id: NotRequired[str | int | None]
+    code: NotRequired[str]
+    action: NotRequired[str]
+    choice: NotRequired[str | None]
+
+
+class ObserveRequest(Request):
+    seq: int
+    kind: str
+    method: NotRequired[str | None]
+    tool: NotRequired[str | None]
+    request_id: NotRequired[str | int | None]
+    payload: bytes
+
+
+class VouchRequest(Request):
+    text: NotRequired[str]
+
+
+class ObserveTextRequest(Request):
+    tool: str
+    text: str
+    request_id: NotRequired[str | int | None]
+
+
+class CheckBuiltinRequest(Request):
+    tool: str
+    input: dict[str, Any]
+    request_id: NotRequired[str | int | None]
+
+
+class StatusRequest(Request):
+    pass
+
+
+class PingRequest(Request):
+    pass
+
+
+class ReloadRequest(Request):
+    pass
+
+
+class PinsRequest(Request):
+    server: NotRequired[str | None]
+
+
+class PinsAcceptRequest(Request):
+    server: NotRequired[str]
+    tools: NotRequired[list[Any] | None]
+
+
+class PendingRequest(Request):
+    pass
+
+
+class ApproveShowRequest(Request):
+    code: NotRequired[str]
+
+
+class ApproveRequest(Request):
+    code: NotRequired[str]
+
+
+REQUEST_TYPES: Final[Mapping[str, type[Request]]] = {
+    "hello": HelloRequest,
+    "client": ClientRequest,
+    "tools": ToolsRequest,
+    "verdict": VerdictRequest,
+    "answer": AnswerRequest,
+    "observe": ObserveRequest,
+    "vouch": VouchRequest,
+    "observe_text": ObserveTextRequest,
+    "check_builtin": CheckBuiltinRequest,
+    "status": StatusRequest,
+    "ping": PingRequest,
+    "reload": ReloadRequest,
+    "pins": PinsRequest,
+    "pins_accept": PinsAcceptRequest,
+    "pending": PendingRequest,
+    "approve_show": ApproveShowRequest,
+    "approve": ApproveRequest,
+}
+
+
 # What a `verdict` judges: a tools/call, or another request that carries the agent's data upstream:
 # resources/read and resources/subscribe ("resource"), prompts/get ("prompt"), completion/complete
-# ("completion"), any other request with params ("message").
-VERDICT_KINDS = ("tool", "resource", "prompt", "completion", "message")
+# ("completion"), any other request with params ("message"), the client's answer to a server's sampling
+# or elicitation request ("answer": `tool` is the server's method, `arguments` the result).
+VERDICT_KINDS = ("tool", "resource", "prompt", "completion", "message", "answer")
 OBSERVE_KINDS: Final = frozenset({"result", "error", "notification", "request", "other"})
 
 

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-An ask reaches a person on one of three channels (DESIGN §3.5):
+An ask reaches a person on one of three channels (docs/how-it-works.md, "Asking a person"):
 
 - *elicitation* (2025-era clients that declared it): the shim asks the client; the answer comes back
   to the daemon as `answer(...)`.
@@ -29,7 +29,17 @@ import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from bouncerd.core.events import (
+    ApprovalClosedEvent,
+    ApprovalEvent,
+    ApprovalPendingEvent,
+    BindingFields,
+    GrantEvent,
+    NonceUsedEvent,
+    WrongCodeEvent,
+)
 
 # A code must be typed by a person, so it is short; 30 bits with at most MAX_WRONG_CODES guesses per
 # window gives an attacker who can run bouncerctl (and so has a shell anyway) no useful odds.
@@ -78,15 +88,15 @@ class Binding:
     destination: str | None
     digest: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "session": self.session,
-            "server": self.server,
-            "tool": self.tool,
-            "parameter": self.parameter,
-            "destination": self.destination,
-            "digest": self.digest,
-        }
+    def as_dict(self) -> BindingFields:
+        return BindingFields(
+            session=self.session,
+            server=self.server,
+            tool=self.tool,
+            parameter=self.parameter,
+            destination=self.destination,
+            digest=self.digest,
+        )
 
 
 @dataclass(frozen=True)
@@ -113,9 +123,8 @@ class Approvals:
 
     # ---- events ----------------------------------------------------------------------------------
 
-    def apply(self, ev: Mapping[str, Any]) -> None:
-        kind = ev["ev"]
-        if kind == "approval_pending":
+    def apply(self, ev: ApprovalEvent) -> None:
+        if ev["ev"] == "approval_pending":
             b = Binding(**ev["binding"])
             self.pending[ev["code"]] = Pending(
                 ev["code"],
@@ -129,44 +138,44 @@ class Approvals:
             )
             while len(self.pending) > MAX_PENDING:
                 self.pending.pop(next(iter(self.pending)))
-        elif kind == "approval_closed":
+        elif ev["ev"] == "approval_closed":
             self.pending.pop(ev["code"], None)
-        elif kind == "grant":
+        elif ev["ev"] == "grant":
             b = Binding(**ev["binding"])
             if ev["scope"] == "once":
                 key = (b.session, b.server, b.tool, b.digest)
                 self.once[key] = self.once.get(key, 0) + 1
             elif b.destination is not None:
                 self.session_trust.setdefault((b.session, b.server, b.tool), set()).add(b.destination)
-        elif kind == "grant_used":
+        elif ev["ev"] == "grant_used":
             key = (ev["session"], ev["server"], ev["tool"], ev["digest"])
             left = self.once.get(key, 0) - 1
             if left > 0:
                 self.once[key] = left
             else:
                 self.once.pop(key, None)
-        elif kind == "nonce_used":
+        elif ev["ev"] == "nonce_used":
             self.used_nonces[ev["nonce"]] = ev["expires"]
-        elif kind == "wrong_code":
+        elif ev["ev"] == "wrong_code":
             self.wrong.append(ev["ts"])
         else:
-            raise ValueError(f"unknown approvals event {kind!r}")
+            raise ValueError(f"unknown approvals event {ev['ev']!r}")
 
-    def snapshot(self, now: float) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def snapshot(self, now: float) -> list[ApprovalEvent]:
+        out: list[ApprovalEvent] = []
         for p in self.pending.values():
             if p.expires > now:
                 out.append(pending_event(p))
         for (session, server, tool, digest), n in self.once.items():
             b = Binding(session, server, tool, None, None, digest)
-            out.extend({"ev": "grant", "scope": "once", "binding": b.as_dict()} for _ in range(n))
+            out.extend(grant_event("once", b) for _ in range(n))
         for (session, server, tool), dests in self.session_trust.items():
             for d in sorted(dests):
                 b = Binding(session, server, tool, None, d, "")
-                out.append({"ev": "grant", "scope": "session", "binding": b.as_dict()})
+                out.append(grant_event("session", b))
         for nonce, exp in self.used_nonces.items():
             if exp > now:
-                out.append({"ev": "nonce_used", "nonce": nonce, "expires": exp})
+                out.append(NonceUsedEvent(ev="nonce_used", nonce=nonce, expires=exp))
         return out
 
     # ---- queries -----------------------------------------------------------------------------------
@@ -185,18 +194,34 @@ class Approvals:
         return len(recent) >= MAX_WRONG_CODES
 
 
-def pending_event(p: Pending) -> dict[str, Any]:
-    return {
-        "ev": "approval_pending",
-        "code": p.code,
-        "binding": p.binding.as_dict(),
-        "created": p.created,
-        "expires": p.expires,
-        "reason": p.reason,
-        "summary": p.summary,
-        "question": p.question,
-        "destinations": list(p.destinations),
-    }
+def pending_event(p: Pending) -> ApprovalPendingEvent:
+    return ApprovalPendingEvent(
+        ev="approval_pending",
+        code=p.code,
+        binding=p.binding.as_dict(),
+        created=p.created,
+        expires=p.expires,
+        reason=p.reason,
+        summary=p.summary,
+        question=p.question,
+        destinations=list(p.destinations),
+    )
+
+
+def grant_event(scope: Literal["once", "session", "always"], binding: Binding) -> GrantEvent:
+    return GrantEvent(ev="grant", scope=scope, binding=binding.as_dict())
+
+
+def closed_event(code: str, why: str) -> ApprovalClosedEvent:
+    return ApprovalClosedEvent(ev="approval_closed", code=code, why=why)
+
+
+def nonce_used_event(nonce: str, expires: float) -> NonceUsedEvent:
+    return NonceUsedEvent(ev="nonce_used", nonce=nonce, expires=expires)
+
+
+def wrong_code_event(ts: float) -> WrongCodeEvent:
+    return WrongCodeEvent(ev="wrong_code", ts=ts)
 
 
 # ---- requestState (2026-07-28 input_required) -----------------------------------------------------

@@ -22,15 +22,27 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import canon, constraints, fallback, sinkgate, taint
+from bouncerd.core.events import (
+    AttemptEvent,
+    BlindEvent,
+    EngineEvent,
+    GrantUsedEvent,
+    PinEvent,
+    PinWindowEvent,
+    TaintEvent,
+    TaintEvictedEvent,
+    VouchEvent,
+)
 from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import Policy, merge
 from bouncerd.core.rules import ToolRule
 
-Event = dict[str, Any]
+Event = EngineEvent
+_E = TypeVar("_E", bound=EngineEvent)
 Resolve = Callable[[str], str]
 
 # Trust on first use: a server's first tool list is pinned as it is. Some servers register more tools
@@ -107,29 +119,28 @@ class Engine:
 
     # ---- events -------------------------------------------------------------------------------
 
-    def apply(self, ev: Mapping[str, Any]) -> None:
-        kind = ev["ev"]
-        if kind == "pin":
+    def apply(self, ev: EngineEvent) -> None:
+        if ev["ev"] == "pin":
             sp = self.servers.setdefault(ev["server"], ServerPins())
             sp.pins[ev["tool"]] = Pin(ev["digest"], ev.get("description"), ev.get("schema"))
-        elif kind == "unpin":
+        elif ev["ev"] == "unpin":
             self.servers.setdefault(ev["server"], ServerPins()).pins.pop(ev["tool"], None)
-        elif kind == "pin_window":
+        elif ev["ev"] == "pin_window":
             self.servers.setdefault(ev["server"], ServerPins()).open_until = ev["until"]
-        elif kind == "taint":
+        elif ev["ev"] == "taint":
             self.index(ev["scope"]).add(taint.decode_records(ev["data"]))
-        elif kind == "taint_evicted":
+        elif ev["ev"] == "taint_evicted":
             self.index(ev["scope"]).import_evicted(ev["filter"])
-        elif kind == "attempt":
+        elif ev["ev"] == "attempt":
             self.session(ev["session"]).attempts[(ev["server"], ev["tool"])] += ev.get("n", 1)
-        elif kind == "blind":
+        elif ev["ev"] == "blind":
             self.blind.add(ev["scope"])
-        elif kind == "vouch":
+        elif ev["ev"] == "vouch":
             self.session(ev["session"]).vouched.update(ev["keys"])
         else:
             self.approvals.apply(ev)
 
-    def _emit(self, events: list[Event], ev: Event) -> None:
+    def _emit(self, events: list[_E], ev: _E) -> None:
         self.apply(ev)
         events.append(ev)
 
@@ -138,31 +149,31 @@ class Engine:
         for key, sp in self.servers.items():
             for name, pin in sp.pins.items():
                 out.append(
-                    {
-                        "ev": "pin",
-                        "server": key,
-                        "tool": name,
-                        "digest": pin.digest,
-                        "description": pin.description,
-                        "schema": pin.input_schema,
-                    }
+                    PinEvent(
+                        ev="pin",
+                        server=key,
+                        tool=name,
+                        digest=pin.digest,
+                        description=pin.description,
+                        schema=pin.input_schema,
+                    )
                 )
             if sp.open_until is not None:
-                out.append({"ev": "pin_window", "server": key, "until": sp.open_until})
+                out.append(PinWindowEvent(ev="pin_window", server=key, until=sp.open_until))
         for scope, index in self.taint.items():
             records = [taint.TokenRecord(tok, prov) for tok, prov in index.items()]
             for i in range(0, len(records), SNAPSHOT_TAINT_CHUNK):
                 chunk = records[i : i + SNAPSHOT_TAINT_CHUNK]
-                out.append({"ev": "taint", "scope": scope, "data": taint.encode_records(chunk)})
+                out.append(TaintEvent(ev="taint", scope=scope, data=taint.encode_records(chunk)))
             evicted = index.export_evicted()
             if evicted is not None:
-                out.append({"ev": "taint_evicted", "scope": scope, "filter": evicted})
+                out.append(TaintEvictedEvent(ev="taint_evicted", scope=scope, filter=evicted))
         for sid, state in self.sessions.items():
             for (server, tool), n in state.attempts.items():
-                out.append({"ev": "attempt", "session": sid, "server": server, "tool": tool, "n": n})
+                out.append(AttemptEvent(ev="attempt", session=sid, server=server, tool=tool, n=n))
             if state.vouched:
-                out.append({"ev": "vouch", "session": sid, "keys": sorted(state.vouched)})
-        out.extend({"ev": "blind", "scope": scope} for scope in sorted(self.blind))
+                out.append(VouchEvent(ev="vouch", session=sid, keys=sorted(state.vouched)))
+        out.extend(BlindEvent(ev="blind", scope=scope) for scope in sorted(self.blind))
         out.extend(self.approvals.snapshot(now))
         return out
 
@@ -213,7 +224,8 @@ class Engine:
         sp = self.servers.get(server.key)
         if sp is None:
             self._emit(
-                events, {"ev": "pin_window", "server": server.key, "until": now + FIRST_USE_WINDOW_SECONDS}
+                events,
+                PinWindowEvent(ev="pin_window", server=server.key, until=now + FIRST_USE_WINDOW_SECONDS),
             )
             sp = self.servers[server.key]
         window_open = sp.open_until is not None and now < sp.open_until
@@ -234,14 +246,14 @@ class Engine:
                 if window_open:
                     self._emit(
                         events,
-                        {
-                            "ev": "pin",
-                            "server": server.key,
-                            "tool": name,
-                            "digest": digest,
-                            "description": tool.get("description"),
-                            "schema": tool.get("inputSchema"),
-                        },
+                        PinEvent(
+                            ev="pin",
+                            server=server.key,
+                            tool=name,
+                            digest=digest,
+                            description=tool.get("description"),
+                            schema=tool.get("inputSchema"),
+                        ),
                     )
                     pinned_now.append(name)
                 else:
@@ -252,9 +264,9 @@ class Engine:
         sp.live_tools = live_tools
         return PinReport(tuple(pinned_now), tuple(unpinned), tuple(changed)), events
 
-    def accept_pins(self, server_key: str, tools: Iterable[str] | None = None) -> list[Event]:
+    def accept_pins(self, server_key: str, tools: Iterable[str] | None = None) -> list[PinEvent]:
         """A person's `bouncerctl pins accept`: pin the live form of these tools (all unpinned/changed)."""
-        events: list[Event] = []
+        events: list[PinEvent] = []
         sp = self.servers.get(server_key)
         if sp is None:
             return events
@@ -266,14 +278,14 @@ class Engine:
             if pin is None or pin.digest != digest:
                 self._emit(
                     events,
-                    {
-                        "ev": "pin",
-                        "server": server_key,
-                        "tool": name,
-                        "digest": digest,
-                        "description": tool.get("description"),
-                        "schema": tool.get("inputSchema"),
-                    },
+                    PinEvent(
+                        ev="pin",
+                        server=server_key,
+                        tool=name,
+                        digest=digest,
+                        description=tool.get("description"),
+                        schema=tool.get("inputSchema"),
+                    ),
                 )
         return events
 
@@ -328,7 +340,7 @@ class Engine:
         events: list[Event] = []
         self._emit(
             events,
-            {"ev": "taint", "scope": self.scope_key(session, server), "data": taint.encode_records(records)},
+            TaintEvent(ev="taint", scope=self.scope_key(session, server), data=taint.encode_records(records)),
         )
         return events
 
@@ -338,15 +350,15 @@ class Engine:
         events: list[Event] = []
         scope = self.scope_key(session, server)
         if scope not in self.blind:
-            self._emit(events, {"ev": "blind", "scope": scope})
+            self._emit(events, BlindEvent(ev="blind", scope=scope))
         return events
 
-    def vouch(self, session: str, text: str) -> list[Event]:
+    def vouch(self, session: str, text: str) -> list[VouchEvent]:
         """Destinations in text the *user* typed (their prompt) are trusted for the session (DESIGN §5)."""
         keys = {k for word in prompt_destinations(text) for k in canon.keys(word)}
-        events: list[Event] = []
+        events: list[VouchEvent] = []
         if keys - self.session(session).vouched:
-            self._emit(events, {"ev": "vouch", "session": session, "keys": sorted(keys)})
+            self._emit(events, VouchEvent(ev="vouch", session=session, keys=sorted(keys)))
         return events
 
     # ---- the decision -------------------------------------------------------------------------
@@ -356,9 +368,9 @@ class Engine:
         sp = self.servers.get(call.server.key)
         if sp is not None and sp.open_until is not None and call.kind == "tool":
             # The first tool call closes the first-use window: from now on new tools need a person.
-            self._emit(events, {"ev": "pin_window", "server": call.server.key, "until": None})
+            self._emit(events, PinWindowEvent(ev="pin_window", server=call.server.key, until=None))
         self._emit(
-            events, {"ev": "attempt", "session": call.session, "server": call.server.name, "tool": call.tool}
+            events, AttemptEvent(ev="attempt", session=call.session, server=call.server.name, tool=call.tool)
         )
         if call.kind != "tool":
             message = self._decide_message(call, events)
@@ -491,7 +503,7 @@ class Engine:
                 sink_params=("uri",),
                 trust=trust,
                 seen_exactly=index.seen_exactly,
-                host_hit=index.host_hit,
+                host_hit=lambda value: index.host_hit(value) if _names_a_network_host(value) else None,
                 key_hit=index.key_hit,
                 what="reading",
             )
@@ -539,13 +551,13 @@ class Engine:
             if self.approvals.has_once(call.session, call.server.name, call.tool, digest):
                 self._emit(
                     events,
-                    {
-                        "ev": "grant_used",
-                        "session": call.session,
-                        "server": call.server.name,
-                        "tool": call.tool,
-                        "digest": digest,
-                    },
+                    GrantUsedEvent(
+                        ev="grant_used",
+                        session=call.session,
+                        server=call.server.name,
+                        tool=call.tool,
+                        digest=digest,
+                    ),
                 )
                 return Verdict(
                     "allow",
@@ -555,6 +567,13 @@ class Engine:
                     parameter=verdict.parameter,
                 )
         return verdict
+
+
+def _names_a_network_host(uri: str) -> bool:
+    """Whether a resource URI's authority is a host on the network (`web://evil.example/x`, an IP), not
+    the server's own namespace (`demo://resource/…`, `fixture://notes/…`): a server lists its own
+    namespace, and reading another resource in it reaches nobody else."""
+    return any("." in h or h.startswith("[") for h in canon.canonicalize(uri).hosts)
 
 
 _WORD_EDGES = "\"'`()[]{}<>,;!?*"

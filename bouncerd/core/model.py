@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bouncerd.core.events import EngineEvent
 from bouncerd.core.ruleids import RULES
 
 VerdictKind = Literal["allow", "deny", "ask"]
@@ -36,7 +37,8 @@ class ToolCall:
     arguments: Mapping[str, Any]
     request_id: JsonRpcId = None
     # "tool" for tools/call; otherwise the request carries data another way and `tool` is its method:
-    # "resource" (resources/read, resources/subscribe), "prompt", "completion", "message" (any other)
+    # "resource" (resources/read, resources/subscribe), "prompt", "completion", "message" (any other),
+    # "answer" (the client's answer to the server's request `tool`: sampling, elicitation)
     kind: str = "tool"
 
 
@@ -47,6 +49,7 @@ MESSAGE_LABELS = {
     "prompt": "prompt",
     "completion": "completion",
     "message": "request",
+    "answer": "answer to the server's",
 }
 
 
@@ -80,7 +83,7 @@ class Verdict:
     destination: str | None = None
     parameter: str | None = None
     provenance: Provenance | None = None
-    events: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+    events: tuple[EngineEvent, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         # A rule id the table does not list would reach the log, the report and the docs unexplained.

@@ -1,4 +1,4 @@
-"""One peer connection: frames in, ordered dispatch to the daemon's ops, replies out (any order).
+"""One peer connection: frames in, ordered dispatch to the ops, replies out (any order).
 
 Theory of operation
 -------------------
@@ -40,19 +40,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.abc
 
 from bouncerd import wire
-from bouncerd.errors import BouncerError, ProtocolError
+from bouncerd.errors import ProtocolError
+from bouncerd.server.caller import Caller, Handler, RefusedError
 from bouncerd.server.peer import PeerCred
 from bouncerd.server.reader import FrameBuffer
-from bouncerd.server.sessions import ServerEntry, Session
-
-if TYPE_CHECKING:
-    from bouncerd.server.daemon import Daemon
 
 log = logging.getLogger("bouncerd")
 
@@ -63,23 +61,44 @@ _WAITS_FOR_TAINT = frozenset({"verdict", "check_builtin"})
 _OBSERVE_OPS = frozenset({"observe", "observe_text"})
 
 
-class RefusedError(BouncerError):
-    """A well-formed request this connection may not make (e.g. a verdict before a shim hello)."""
+class ObservationGate(Protocol):
+    """What ordering needs of the observation index (bouncerd/server/observations.py)."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+    @property
+    def has_room(self) -> bool: ...
+    @property
+    def accepted_upto(self) -> int: ...
+    @property
+    def indexed_upto(self) -> int: ...
+    async def wait_for_room(self) -> None: ...
+    async def wait_indexed(self, n: int) -> None: ...
+
+
+class Ops(Protocol):
+    """What a connection dispatches to (bouncerd/server/daemon.py)."""
+
+    @property
+    def handlers(self) -> Mapping[str, Handler]:
+        """Every op but hello, by name (see `Daemon.handlers`)."""
+        ...
+
+    def hello(self, caller: Caller, rid: int, msg: wire.HelloRequest) -> tuple[dict[str, Any], bool]:
+        """The reply to hello and whether to keep the connection; fills in `caller`."""
+        ...
+
+    def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
+        """Whether a request must wait until every earlier output is indexed."""
+        ...
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, daemon: Daemon, stream: anyio.abc.SocketStream, cred: PeerCred) -> None:
-        self.daemon = daemon
+    def __init__(
+        self, ops: Ops, observations: ObservationGate, stream: anyio.abc.SocketStream, cred: PeerCred
+    ) -> None:
+        self.ops = ops
+        self.observations = observations
         self.cred = cred
-        self.role: str | None = None
-        self.instance: str | None = None
-        self.session: Session | None = None
-        self.server: ServerEntry | None = None
-        self.policy_path: str | None = None  # the shim's --policy, layered over the user's policy
+        self.caller = Caller()  # what hello established: role, session, server
         self._sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
         self._frames = FrameBuffer()
         self._transport: asyncio.Transport | None = None
@@ -94,19 +113,6 @@ class Connection(asyncio.BufferedProtocol):
         self._ended = False  # nothing more is read or answered (a failure, a refused hello)
         self._batch: list[bytes] | None = None  # replies of the frames being dispatched, sent together
         self._tg: anyio.abc.TaskGroup | None = None
-
-    # ---- what ops may ask of the connection ---------------------------------------------------
-
-    def require_session(self) -> Session:
-        if self.session is None:
-            raise RefusedError("no_session", "this op needs a session: send hello with a session key")
-        return self.session
-
-    def require_server(self) -> tuple[Session, ServerEntry]:
-        session = self.require_session()
-        if self.server is None:
-            raise RefusedError("no_server", "this op needs a server: send hello with role shim and a server")
-        return session, self.server
 
     # ---- the connection's life ----------------------------------------------------------------
 
@@ -208,14 +214,14 @@ class Connection(asyncio.BufferedProtocol):
         if not self._greeted:
             if op != "hello":
                 raise ProtocolError(f"the first request must be hello, not {op}")
-            reply, keep = self.daemon.hello(self, rid, msg)
+            reply, keep = self.ops.hello(self.caller, rid, cast(wire.HelloRequest, msg))
             self._write(reply)
             if keep:
                 self._greeted = True
             else:
                 self._fail(None)  # refused: the reply goes out, then the connection closes
             return
-        observations = self.daemon.observations
+        observations = self.observations
         if op in _OBSERVE_OPS:
             if observations.has_room:
                 self._write(self._call(op, rid, msg))
@@ -226,7 +232,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._tg.start_soon(self._unstall)
         elif op in _LANE_OPS:
             target = observations.accepted_upto
-            waits = op in _WAITS_FOR_TAINT and self.daemon.needs_taint(self, op, msg)
+            waits = op in _WAITS_FOR_TAINT and self.ops.needs_taint(self.caller, op, msg)
             if not self._lane and (not waits or observations.indexed_upto >= target):
                 self._write(self._call(op, rid, msg))
             else:
@@ -238,7 +244,7 @@ class Connection(asyncio.BufferedProtocol):
             self._write(self._call(op, rid, msg))
 
     async def _unstall(self) -> None:
-        await self.daemon.observations.wait_for_room()
+        await self.observations.wait_for_room()
         stalled = self._stalled
         if stalled is None or self._ended:
             return
@@ -250,14 +256,14 @@ class Connection(asyncio.BufferedProtocol):
         self._maybe_finish()
 
     async def _run_lane(self) -> None:
-        observations = self.daemon.observations
+        observations = self.observations
         while True:
             if not self._lane:
                 await self._lane_wakeup.wait()
                 self._lane_wakeup = anyio.Event()
                 continue
             op, rid, msg, target = self._lane[0]
-            if op in _WAITS_FOR_TAINT and self.daemon.needs_taint(self, op, msg):
+            if op in _WAITS_FOR_TAINT and self.ops.needs_taint(self.caller, op, msg):
                 await observations.wait_indexed(target)
             if not self._lane:  # the connection failed while this waited
                 continue
@@ -268,41 +274,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def _call(self, op: str, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
         """Run one op synchronously; every failure becomes an error reply, never a dropped daemon."""
-        daemon = self.daemon
+        handler = self.ops.handlers.get(op)
         try:
-            if op == "observe":
-                return daemon.observe(self, rid, msg)
-            if op == "verdict":
-                return daemon.verdict(self, rid, msg)
-            if op == "tools":
-                return daemon.tools(self, rid, msg)
-            if op == "client":
-                return daemon.client(self, rid, msg)
-            if op == "status":
-                return daemon.status(rid)
-            if op == "reload":
-                return daemon.reload_op(rid)
-            if op == "pins":
-                return daemon.pins(rid, msg)
-            if op == "pins_accept":
-                return daemon.pins_accept(rid, msg)
-            if op == "vouch":
-                return daemon.vouch(self, rid, msg)
-            if op == "observe_text":
-                return daemon.observe_text(self, rid, msg)
-            if op == "check_builtin":
-                return daemon.check_builtin(self, rid, msg)
-            if op == "answer":
-                return daemon.approvals.answer(self, rid, msg)
-            if op == "pending":
-                return daemon.approvals.pending(self, rid)
-            if op == "approve_show":
-                return daemon.approvals.approve_show(self, rid, msg)
-            if op == "approve":
-                return daemon.approvals.approve(self, rid, msg)
-            if op == "ping":
-                return wire.reply(rid)
-            return wire.error_reply(rid, "unknown_op", f"op {op!r} is not served")
+            if handler is None:
+                return wire.error_reply(rid, "unknown_op", f"op {op!r} is not served")
+            return handler(self.caller, rid, msg)
         except RefusedError as exc:
             return wire.error_reply(rid, exc.code, str(exc))
         except OSError as exc:

@@ -6,9 +6,11 @@ Theory of operation
 journal tail, opens the audit log (repairing a torn line) and is then ready to serve. `serve` accepts
 connections on a listener it is handed (bound or activated by `bouncerd/server/listener.py`); each
 connection is a `bouncerd.server.connection.Connection`, which frames, orders and dispatches
-requests to the op methods here. The op methods are synchronous: they change state, journal the
-engine's events with one write, audit, and return the reply. Only the decision lives in the engine;
-this module is plumbing.
+requests through `Daemon.handlers` (op name -> handler, one entry per op of `wire.OPS` but hello) to
+the op methods here, in `bouncerd/server/approvals.py` and in `bouncerd/server/hooks.py`. Each gets
+the collaborators it uses, never the daemon. The op methods are synchronous: they ask the core for
+the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events with one write, audit,
+and return the reply. Every verdict is made in `bouncerd/core`; this module is plumbing.
 
 Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a
 slice of a snapshot). Observation entries belong to `bouncerd/server/observations.py`.
@@ -25,10 +27,11 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +40,21 @@ import anyio.abc
 
 from bouncerd import __version__, wire
 from bouncerd.core.approvals import arguments_digest
+from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
-from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
+from bouncerd.core.events import EngineEvent
+from bouncerd.core.model import ServerIdentity, ToolCall
 from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
 from bouncerd.paths import Paths
 from bouncerd.server import hooks, peer
 from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
+from bouncerd.server.caller import Caller, Handler
 from bouncerd.server.connection import Connection
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, realpath
+from bouncerd.server.questions import Wording
 from bouncerd.server.sessions import Registry
 
 log = logging.getLogger("bouncerd")
@@ -76,10 +83,43 @@ class Daemon:
         self.registry = Registry()
         self.observations = ObservationIndex(self.engine, self._journal_append)
         self.observations.on_indexed = self.maybe_compact
-        self.approvals = ApprovalDesk(self)  # asking a person: codes, answers, approvals
+        self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
+        # asking a person: codes, answers, approvals
+        self.approvals = ApprovalDesk(
+            self.decider, self._journal_events, self._audit_append, paths.policy, self.reload
+        )
+        self.hook_ops = hooks.HookOps(
+            self.engine,
+            self.observations.accept,
+            self._audit_append,
+            lambda: self.policy.base.settings.audit_arguments,
+            self.maybe_compact,
+        )
+        self.handlers: Mapping[str, Handler] = self._handler_table()
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
         self._compact_floor = COMPACT_AFTER_BYTES
+
+    def _handler_table(self) -> dict[str, Handler]:
+        """Every op of `wire.OPS` but hello (which `Connection` answers first): one entry per op."""
+        return {
+            "client": self.client,
+            "tools": self.tools,
+            "verdict": self.verdict,
+            "answer": self.approvals.answer,
+            "observe": self.observe,
+            "vouch": self.vouch,
+            "observe_text": self.hook_ops.observe_text,
+            "check_builtin": self.hook_ops.check_builtin,
+            "status": self.status,
+            "ping": _ping,
+            "reload": self.reload_op,
+            "pins": self.pins,
+            "pins_accept": self.pins_accept,
+            "pending": self.approvals.pending,
+            "approve_show": self.approvals.approve_show,
+            "approve": self.approvals.approve,
+        }
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -150,9 +190,12 @@ class Daemon:
     def _journal_append(self, entry: Entry) -> None:
         self.journal.append(entry)
 
-    def _journal_events(self, events: Any) -> None:
+    def _journal_events(self, events: Sequence[EngineEvent]) -> None:
         if events:
             self.journal.append({"k": "events", "events": list(events)})
+
+    def _audit_append(self, fields: dict[str, Any], now: float) -> None:
+        self.audit.append(fields, now)
 
     def maybe_compact(self) -> None:
         queued = self.observations.queued_bytes  # what a rewrite must copy
@@ -217,7 +260,7 @@ class Daemon:
             except PeerRejectedError as exc:
                 log.warning("refused a connection: %s", exc)
                 return
-            conn = Connection(self, stream, cred)
+            conn = Connection(self, self.observations, stream, cred)
             try:
                 await conn.run()
             except ProtocolError as exc:
@@ -227,11 +270,11 @@ class Daemon:
             except Exception:  # a bug must cost one connection, not the daemon
                 log.exception("connection from pid %s failed", cred.pid)
             finally:
-                self.registry.disconnect(conn.server)
+                self.registry.disconnect(conn.caller.server)
 
     # ---- ops ----------------------------------------------------------------------------------
 
-    def hello(self, conn: Connection, rid: int, msg: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    def hello(self, caller: Caller, rid: int, msg: wire.HelloRequest) -> tuple[dict[str, Any], bool]:
         """The reply to `hello` and whether to keep the connection."""
         if msg["version"] != wire.PROTOCOL_VERSION:
             return (
@@ -258,14 +301,16 @@ class Daemon:
                 self.policy.for_shim(msg.get("policy_path"))
             except PolicyError as exc:
                 return wire.error_reply(rid, "policy", str(exc)), False
-            conn.policy_path = msg.get("policy_path")
+            caller.policy_path = msg.get("policy_path")
         if role == "hook":
-            session = hooks.session_for_hook(self, session, msg.get("candidates"))
-        conn.role = role
-        conn.instance = msg.get("instance")
+            session = hooks.session_for_hook(
+                self.registry.sessions, self.engine, session, msg.get("candidates")
+            )
+        caller.role = role
+        caller.instance = msg.get("instance")
         if session:
             identity = ServerIdentity(server, tuple(upstream)) if server else None
-            conn.session, conn.server = self.registry.connect(
+            caller.session, caller.server = self.registry.connect(
                 session, identity, shim_pid=msg.get("pid"), client_pid=msg.get("client_pid"), now=time.time()
             )
         reply = wire.reply(
@@ -273,16 +318,16 @@ class Daemon:
         )
         return reply, True
 
-    def client(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
-        session = conn.require_session()
-        for info in (session.client, *([conn.server.client] if conn.server else [])):
+    def client(self, caller: Caller, rid: int, msg: wire.ClientRequest) -> dict[str, Any]:
+        session = caller.require_session()
+        for info in (session.client, *([caller.server.client] if caller.server else [])):
             for key in ("name", "version", "protocol", "capabilities"):
                 if key in msg:
                     setattr(info, key, msg[key])
         return wire.reply(rid)
 
-    def tools(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
-        _, entry = conn.require_server()
+    def tools(self, caller: Caller, rid: int, msg: wire.ToolsRequest) -> dict[str, Any]:
+        _, entry = caller.require_server()
         tools = [t for t in msg["tools"] if isinstance(t, dict)]
         report, events = self.engine.tools_listed(entry.identity, tools, time.time())
         self._journal_events(events)
@@ -295,24 +340,31 @@ class Daemon:
             changed=list(report.changed),
         )
 
-    def verdict(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
-        session, entry = conn.require_server()
+    def verdict(self, caller: Caller, rid: int, msg: wire.VerdictRequest) -> dict[str, Any]:
+        session, entry = caller.require_server()
         kind = msg.get("kind") or "tool"
         call = ToolCall(
             session.key, entry.identity, msg["tool"], msg["arguments"], msg.get("request_id"), kind
         )
         now = time.time()
         try:
-            policy = self.policy.for_shim(conn.policy_path)
-        except PolicyError as exc:  # the shim's --policy went bad after it started: refuse, never guess
-            verdict = Verdict("deny", "policy.unreadable", f"this server's policy cannot be loaded: {exc}")
-        else:
-            if msg.get("invalid"):
-                verdict = Verdict("deny", "call.invalid_arguments", str(msg["invalid"]))
-            else:
-                verdict = self.engine.decide(call, now, policy)
-        self._journal_events(verdict.events)
-        verdict, asked = self.approvals.settle(conn, call, verdict, msg, now)
+            policy, policy_error = self.policy.for_shim(caller.policy_path), None
+        except PolicyError as exc:
+            policy, policy_error = self.policy.base, str(exc)
+        decision = self.decider.decide_call(
+            call,
+            now,
+            policy,
+            secrets.token_bytes,
+            policy_error=policy_error,
+            invalid=msg.get("invalid"),
+            request_state=msg.get("request_state"),
+            input_response=msg.get("input_response"),
+        )
+        decision = self.approvals.carry(decision, now)
+        verdict = decision.verdict
+        assert verdict is not None
+        asked = self.approvals.ask_fields(decision.ask)
         provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
         record: dict[str, Any] = {
             "session": session.key,
@@ -347,17 +399,17 @@ class Daemon:
         reply.update(asked)  # an ask: code, question, elicitation, timeout, request_state, binding
         return reply
 
-    def needs_taint(self, conn: Connection, op: str, msg: dict[str, Any]) -> bool:
+    def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
         """Whether a request must wait until every earlier output is indexed. Only a verdict on a
         sink-gated tool reads taint; pins, budgets and constraints do not, so those are answered
         at once (a 10 MB result being indexed must not hold up an unrelated call)."""
-        if op != "verdict" or conn.server is None or msg.get("kind") not in (None, "tool"):
+        if op != "verdict" or caller.server is None or msg.get("kind") not in (None, "tool"):
             return True
         try:
-            policy = self.policy.for_shim(conn.policy_path)
+            policy = self.policy.for_shim(caller.policy_path)
         except PolicyError:
             return False  # the verdict will be a deny that reads no taint
-        return self.engine.rule_for(conn.server.identity, msg["tool"], policy).exfiltrating
+        return self.engine.rule_for(caller.server.identity, msg["tool"], policy).exfiltrating
 
     # ---- policy, pins, vouching ---------------------------------------------------------------
 
@@ -375,10 +427,10 @@ class Daemon:
             self.audit.append({"rule": "policy.reload_failed", "reason": error}, now)
         return error
 
-    def reload_op(self, rid: int) -> dict[str, Any]:
+    def reload_op(self, caller: Caller, rid: int, msg: wire.ReloadRequest) -> dict[str, Any]:
         return wire.reply(rid, error=self.reload())
 
-    def pins(self, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+    def pins(self, caller: Caller, rid: int, msg: wire.PinsRequest) -> dict[str, Any]:
         servers = []
         for key, sp in self.engine.servers.items():
             name, *upstream = key.split("\x00")
@@ -412,7 +464,7 @@ class Daemon:
             servers.append({"name": name, "upstream": upstream, "key": key, "tools": tools})
         return wire.reply(rid, servers=servers)
 
-    def pins_accept(self, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+    def pins_accept(self, caller: Caller, rid: int, msg: wire.PinsAcceptRequest) -> dict[str, Any]:
         wanted = msg.get("tools")
         accepted: list[str] = []
         now = time.time()
@@ -441,8 +493,8 @@ class Daemon:
             )
         return wire.reply(rid, accepted=accepted)
 
-    def vouch(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
-        session = conn.require_session()
+    def vouch(self, caller: Caller, rid: int, msg: wire.VouchRequest) -> dict[str, Any]:
+        session = caller.require_session()
         events = self.engine.vouch(session.key, msg["text"])
         self._journal_events(events)
         keys = events[0]["keys"] if events else []
@@ -458,24 +510,18 @@ class Daemon:
             )
         return wire.reply(rid, vouched=len(keys))
 
-    def observe_text(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
-        return hooks.observe_text(self, conn, rid, msg)
-
-    def check_builtin(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
-        return hooks.check_builtin(self, conn, rid, msg)
-
-    def observe(self, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
-        session = conn.require_session()
+    def observe(self, caller: Caller, rid: int, msg: wire.ObserveRequest) -> dict[str, Any]:
+        session = caller.require_session()
         seq = msg["seq"]
-        if not self.observations.is_duplicate(conn.instance, seq):
-            server = conn.server.identity.name if conn.server is not None else f"({conn.role})"
+        if not self.observations.is_duplicate(caller.instance, seq):
+            server = caller.server.identity.name if caller.server is not None else f"({caller.role})"
             self.observations.accept(
-                session=session.key, server=server, instance=conn.instance, request=msg, now=time.time()
+                session=session.key, server=server, instance=caller.instance, request=msg, now=time.time()
             )
             self.maybe_compact()
         return wire.reply(rid, seq=seq)
 
-    def status(self, rid: int) -> dict[str, Any]:
+    def status(self, caller: Caller, rid: int, msg: wire.StatusRequest) -> dict[str, Any]:
         now = time.time()
         daemon = {
             "pid": os.getpid(),
@@ -489,6 +535,10 @@ class Daemon:
             "records": self.audit.records,  # audit records written since this daemon started
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
+
+
+def _ping(caller: Caller, rid: int, msg: wire.PingRequest) -> dict[str, Any]:
+    return wire.reply(rid)
 
 
 def socket_display_path(sock: socket.socket, fallback: Path) -> str:

@@ -29,16 +29,16 @@ written by the outer agent, would vouch destinations for the outer agent.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
 
 from bouncerd import wire
 from bouncerd.core import builtin_tools
 from bouncerd.core.approvals import arguments_digest
+from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity
-
-if TYPE_CHECKING:
-    from bouncerd.server.connection import Connection
-    from bouncerd.server.daemon import Daemon
+from bouncerd.server.caller import Caller
+from bouncerd.server.sessions import Session
 
 # The hook sends at most this many ancestor keys. A client runs hooks through one shell and perhaps a
 # wrapper or two; eight bounds what a peer can make the daemon look up.
@@ -47,74 +47,104 @@ MAX_CANDIDATES: Final = 8
 CLIENT_IDENTITY: Final = ServerIdentity(builtin_tools.CLIENT_SERVER, ())
 
 
-def session_for_hook(daemon: Daemon, fallback: str | None, candidates: Any) -> str | None:
+class Accept(Protocol):
+    """`ObservationIndex.accept`: journal one output and queue it for indexing."""
+
+    def __call__(
+        self, *, session: str, server: str, instance: str | None, request: Mapping[str, Any], now: float
+    ) -> int: ...
+
+
+Audit = Callable[[dict[str, Any], float], None]  # `AuditLog.append`
+
+
+def session_for_hook(
+    sessions: Mapping[str, Session], engine: Engine, fallback: str | None, candidates: Any
+) -> str | None:
     """The session a hook's hello names: the first known candidate, else its own key."""
     if not isinstance(candidates, list):
         return fallback
     keys = [c for c in candidates[:MAX_CANDIDATES] if isinstance(c, str) and c]
     for key in keys:
-        known = daemon.registry.sessions.get(key)
+        known = sessions.get(key)
         if known is not None and known.servers:
             return key
     for key in keys:
-        if key in daemon.engine.sessions:
+        if key in engine.sessions:
             return key
     return fallback or (keys[-1] if keys else None)
 
 
-def observe_text(daemon: Daemon, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
-    session = conn.require_session()
-    tool = msg["tool"]
-    if daemon.engine.output_is_trusted(CLIENT_IDENTITY, tool):
-        return wire.reply(rid, recorded=False)
-    request = {
-        "seq": 0,  # a hook connection makes one request: there is nothing to deduplicate
-        "kind": "result",
-        "method": "tools/call",
-        "tool": tool,
-        "request_id": msg.get("request_id"),
-        "payload": msg["text"].encode("utf-8"),
-    }
-    daemon.observations.accept(
-        session=session.key,
-        server=builtin_tools.CLIENT_SERVER,
-        instance=None,
-        request=request,
-        now=time.time(),
-    )
-    daemon.maybe_compact()
-    return wire.reply(rid, recorded=True)
+class HookOps:
+    """Ops ``observe_text`` and ``check_builtin``. `audit_arguments` is the policy setting, read per
+    call (a reload may change it); `compact` lets the journal compact after an output is recorded."""
 
+    def __init__(
+        self,
+        engine: Engine,
+        accept: Accept,
+        audit: Audit,
+        audit_arguments: Callable[[], str],
+        compact: Callable[[], None],
+    ) -> None:
+        self.engine = engine
+        self.accept = accept
+        self.audit = audit
+        self.audit_arguments = audit_arguments
+        self.compact = compact
 
-def check_builtin(daemon: Daemon, conn: Connection, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
-    session = conn.require_session()
-    tool, tool_input = msg["tool"], msg["input"]
-    now = time.time()
-    verdict = builtin_tools.decide(daemon.engine, session.key, tool, tool_input)
-    provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
-    record: dict[str, Any] = {
-        "session": session.key,
-        "client": session.client.name,
-        "server": builtin_tools.CLIENT_SERVER,
-        "request_id": msg.get("request_id"),
-        "tool": tool,
-        "verdict": verdict.verdict,
-        "rule": verdict.rule,
-        "reason": verdict.reason,
-        "destination": verdict.destination,
-        "provenance": provenance,
-    }
-    if daemon.policy.base.settings.audit_arguments == "digest":
-        record["arguments_sha256"] = arguments_digest(tool_input)
-    else:
-        record["arguments"] = tool_input
-    daemon.audit.append(record, now)
-    session.counts[verdict.verdict] += 1
-    return wire.verdict_reply(
-        rid,
-        verdict=verdict.verdict,
-        rule=verdict.rule,
-        reason=verdict.reason,
-        destination=verdict.destination,
-        provenance=provenance,
-    )
+    def observe_text(self, caller: Caller, rid: int, msg: wire.ObserveTextRequest) -> dict[str, Any]:
+        session = caller.require_session()
+        tool = msg["tool"]
+        if self.engine.output_is_trusted(CLIENT_IDENTITY, tool):
+            return wire.reply(rid, recorded=False)
+        request = {
+            "seq": 0,  # a hook connection makes one request: there is nothing to deduplicate
+            "kind": "result",
+            "method": "tools/call",
+            "tool": tool,
+            "request_id": msg.get("request_id"),
+            "payload": msg["text"].encode("utf-8"),
+        }
+        self.accept(
+            session=session.key,
+            server=builtin_tools.CLIENT_SERVER,
+            instance=None,
+            request=request,
+            now=time.time(),
+        )
+        self.compact()
+        return wire.reply(rid, recorded=True)
+
+    def check_builtin(self, caller: Caller, rid: int, msg: wire.CheckBuiltinRequest) -> dict[str, Any]:
+        session = caller.require_session()
+        tool, tool_input = msg["tool"], msg["input"]
+        now = time.time()
+        verdict = builtin_tools.decide(self.engine, session.key, tool, tool_input)
+        provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
+        record: dict[str, Any] = {
+            "session": session.key,
+            "client": session.client.name,
+            "server": builtin_tools.CLIENT_SERVER,
+            "request_id": msg.get("request_id"),
+            "tool": tool,
+            "verdict": verdict.verdict,
+            "rule": verdict.rule,
+            "reason": verdict.reason,
+            "destination": verdict.destination,
+            "provenance": provenance,
+        }
+        if self.audit_arguments() == "digest":
+            record["arguments_sha256"] = arguments_digest(tool_input)
+        else:
+            record["arguments"] = tool_input
+        self.audit(record, now)
+        session.counts[verdict.verdict] += 1
+        return wire.verdict_reply(
+            rid,
+            verdict=verdict.verdict,
+            rule=verdict.rule,
+            reason=verdict.reason,
+            destination=verdict.destination,
+            provenance=provenance,
+        )

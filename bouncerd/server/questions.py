@@ -176,3 +176,15 @@ def code_hint(code: str, expires: float) -> str:
         f"A person can allow this exact call once by running `bouncerctl approve {code}` in their own "
         f"terminal before {clock(expires)}; then retry the same call unchanged."
     )
+
+
+class Wording:
+    """This module as the decision's `bouncerd.core.decision.Phrasing` (the core reads no clock)."""
+
+    def question(
+        self, call: ToolCall, verdict: Verdict, classified: Sequence[sinkgate.Classified]
+    ) -> tuple[str, str, tuple[str, ...]]:
+        return question_for(call, verdict, classified)
+
+    def code_hint(self, code: str, expires: float) -> str:
+        return code_hint(code, expires)

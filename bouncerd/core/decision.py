@@ -1,0 +1,522 @@
+"""Every verdict the daemon gives, and every approval it grants, decided in one place.
+
+Theory of operation
+-------------------
+The daemon's server carries requests in and replies out; what to answer is decided here, and only
+here (as python-tuf's `TrustedMetadataSet` makes every trust decision and its `Updater` only
+downloads). `Decider` wraps the `Engine` with what the engine alone does not decide:
+
+- `decide_call` (op ``verdict``): a policy that cannot be loaded and arguments that are not an object
+  are denied without deciding; everything else goes to `Engine.decide`. An ``ask`` then gets a
+  one-time code (the one still open for the identical call, or a new one) and a requestState; a
+  2026-07-28 retry carrying a requestState and the client's ElicitResult is checked and settled.
+- `decide_answer` (op ``answer``): what a person said to an elicitation, for the code it names.
+- `find_code` and `approve` (bouncerctl's ``approve_show`` and ``approve``): wrong codes are counted
+  and rate limited; approving grants one retry of exactly the bound call.
+- `expire`: codes past their lifetime are closed.
+
+Each returns a `Decision`: the verdict (or the refusal, or the code found), the engine events it
+produced (already applied, for the server to journal in order) and the audit records to write
+before the verdict's own line, in order. Nothing here reads a clock, draws randomness or touches a
+file: `now`, the random bytes, the daemon secret and the text a person reads (`Phrasing`) are passed in.
+
+An "always" answer needs one piece of I/O before it can stand: the destinations are added to the
+user's policy.yaml and the policy reloaded. The decision then stops with `Decision.policy_edit` set;
+the server makes the edit and hands its outcome to `after_policy_edit`, which finishes the decision.
+The protocol is written down in docs/dev/approvals-protocol.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from bouncerd.core import approvals as ap
+from bouncerd.core import canon
+from bouncerd.core.engine import Engine
+from bouncerd.core.events import EngineEvent
+from bouncerd.core.model import ToolCall, Verdict
+from bouncerd.core.policy import Policy
+from bouncerd.core.sinkgate import Classified
+
+CHANNEL_ELICITATION = "elicitation"
+CHANNEL_INPUT_REQUIRED = "input_required"
+CHANNEL_CODE = "code"
+ACTIONS = ("accept", "decline", "cancel", "timeout")
+CHOICES = ("once", "session", "always", "deny")
+Scope = Literal["once", "session", "always"]
+_LASTS: dict[str, str] = {
+    "once": "this call",
+    "session": "this session",
+    "always": "always (added to policy.yaml)",
+}
+
+RandomBytes = Callable[[int], bytes]  # n random bytes (secrets.token_bytes)
+AuditFields = dict[str, Any]  # one audit record, without its chain fields
+
+
+class Phrasing(Protocol):
+    """The text a person reads (bouncerd/server/questions.py: it formats clock times)."""
+
+    def question(
+        self, call: ToolCall, verdict: Verdict, classified: Sequence[Classified]
+    ) -> tuple[str, str, tuple[str, ...]]:
+        """(the question, the summary of the other arguments, the destinations an approval would trust)."""
+        ...
+
+    def code_hint(self, code: str, expires: float) -> str: ...
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What an ask adds to its reply: the open code, and the requestState that names it."""
+
+    pending: ap.Pending
+    timeout: int
+    binding: ap.Binding
+    request_state: str
+
+
+@dataclass(frozen=True)
+class PolicyEdit:
+    """An "always" answer waiting for its destinations to be added to policy.yaml."""
+
+    binding: ap.Binding
+    destinations: tuple[str, ...]
+    code: str
+    context: Mapping[str, Any]  # channel, code, request_id, action: every record of the answer has them
+
+
+@dataclass
+class Decision:
+    verdict: Verdict | None = None
+    events: list[EngineEvent] = field(default_factory=list)  # applied to the engine; journal in order
+    records: list[AuditFields] = field(default_factory=list)  # audit in order, before the verdict's line
+    ask: Ask | None = None  # an ask: its code and requestState
+    opened: ap.Pending | None = None  # a code minted by this decision: a person is to be notified
+    binding: ap.Binding | None = None  # the call an answer was about
+    code: str = ""  # the code an answer named, as normalised ("" if it is not a code)
+    found: ap.Pending | None = None  # find_code: the open code named
+    refusal: tuple[str, str] | None = None  # (error code, message): the op is refused, no verdict
+    policy_edit: PolicyEdit | None = None  # stopped here: see after_policy_edit
+
+
+class Decider:
+    def __init__(self, engine: Engine, phrasing: Phrasing) -> None:
+        self.engine = engine
+        self.phrasing = phrasing
+        self.secret = b""  # the requestState key, set when the daemon has read it
+        self.code_ttl = ap.CODE_TTL_SECONDS
+        self.closed: OrderedDict[str, str] = OrderedDict()  # code -> why it is no longer open
+
+    @property
+    def approvals(self) -> ap.Approvals:
+        return self.engine.approvals
+
+    # ---- helpers -------------------------------------------------------------------------------
+
+    def _commit(self, out: Decision, events: Sequence[EngineEvent]) -> None:
+        for ev in events:
+            self.engine.apply(ev)
+        out.events.extend(events)
+
+    def _close(self, out: Decision, code: str, why: str) -> None:
+        if code in self.approvals.pending:
+            self._commit(out, [ap.closed_event(code, why)])
+        self.closed[code] = why
+        self.closed.move_to_end(code)
+        while len(self.closed) > ap.MAX_PENDING:
+            self.closed.popitem(last=False)
+
+    @staticmethod
+    def _record(out: Decision, rule: str, binding: ap.Binding | None, reason: str, **extra: Any) -> None:
+        fields: AuditFields = {"verdict": None, "rule": rule, "reason": reason}
+        if binding is not None:
+            fields.update(
+                session=binding.session,
+                server=binding.server,
+                tool=binding.tool,
+                destination=binding.destination,
+                arguments_sha256=binding.digest,
+            )
+        fields.update(extra)
+        out.records.append(fields)
+
+    def _expire(self, out: Decision, now: float) -> None:
+        for p in [p for p in self.approvals.pending.values() if p.expires <= now]:
+            self._close(out, p.code, "expired")
+            self._record(
+                out,
+                "approval.expired",
+                p.binding,
+                f"code {p.code} expired unanswered; its call stays denied",
+                channel=CHANNEL_CODE,
+                code=p.code,
+            )
+
+    def expire(self, now: float) -> Decision:
+        """Close every code past its lifetime (each with an ``approval.expired`` record)."""
+        out = Decision()
+        self._expire(out, now)
+        return out
+
+    # ---- op verdict ----------------------------------------------------------------------------
+
+    def decide_call(
+        self,
+        call: ToolCall,
+        now: float,
+        policy: Policy,
+        random_bytes: RandomBytes,
+        *,
+        policy_error: str | None = None,
+        invalid: str | None = None,
+        request_state: str | None = None,
+        input_response: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """The verdict on one call. `policy_error`: the shim's policy cannot be loaded (then `policy` is
+        the user's base policy). `invalid`: why the shim could not read the arguments as an object."""
+        if policy_error is not None:  # the shim's --policy went bad after it started: refuse, never guess
+            verdict = Verdict(
+                "deny", "policy.unreadable", f"this server's policy cannot be loaded: {policy_error}"
+            )
+        elif invalid:
+            verdict = Verdict("deny", "call.invalid_arguments", str(invalid))
+        else:
+            verdict = self.engine.decide(call, now, policy)
+        out = Decision(events=list(verdict.events))
+        self._expire(out, now)
+        if request_state is not None or input_response is not None:
+            self._retry(out, call, verdict, policy, request_state, input_response, now)
+            return out
+        if verdict.verdict != "ask":
+            out.verdict = verdict
+            return out
+        timeout = policy.settings.approval_timeout
+        binding = self._binding(call, verdict)
+        pending = self._open_code(out, call, verdict, policy, binding, timeout, now, random_bytes)
+        nonce = f"{pending.code}:{random_bytes(8).hex()}"
+        out.ask = Ask(pending, timeout, binding, ap.mint_state(self.secret, binding, nonce, now))
+        reason = f"{verdict.reason.rstrip('.')}. {self.phrasing.code_hint(pending.code, pending.expires)}"
+        out.verdict = dataclasses.replace(verdict, reason=reason)
+        return out
+
+    @staticmethod
+    def _binding(call: ToolCall, verdict: Verdict) -> ap.Binding:
+        digest = ap.arguments_digest(call.arguments)
+        return ap.Binding(
+            call.session, call.server.name, call.tool, verdict.parameter, verdict.destination, digest
+        )
+
+    def _open_code(
+        self,
+        out: Decision,
+        call: ToolCall,
+        verdict: Verdict,
+        policy: Policy,
+        binding: ap.Binding,
+        timeout: int,
+        now: float,
+        random_bytes: RandomBytes,
+    ) -> ap.Pending:
+        same = (binding.session, binding.server, binding.tool, binding.digest)
+        for p in self.approvals.pending.values():
+            b = p.binding
+            if (b.session, b.server, b.tool, b.digest) == same and p.expires > now:
+                return p  # the agent retried an unanswered call: one code, one notification
+        classified = self.engine.classify_destinations(call, policy)
+        question, summary, trustable = self.phrasing.question(call, verdict, classified)
+        code = ap.make_code(random_bytes(4))
+        while code in self.approvals.pending or code in self.closed:
+            code = ap.make_code(random_bytes(4))
+        lifetime = max(self.code_ttl, float(timeout))
+        pending = ap.Pending(code, binding, now, now + lifetime, verdict.reason, summary, question, trustable)
+        self._commit(out, [ap.pending_event(pending)])
+        out.opened = pending
+        return pending
+
+    def _retry(
+        self,
+        out: Decision,
+        call: ToolCall,
+        verdict: Verdict,
+        policy: Policy,
+        state: str | None,
+        response: Mapping[str, Any] | None,
+        now: float,
+    ) -> None:
+        expected = self._binding(call, verdict)
+        if state is None:
+            check = ap.StateCheck(False, "an answer came without its requestState")
+        else:
+            check = ap.check_state(self.secret, state, expected, self.approvals.used_nonces, now)
+        if not check.ok or check.nonce is None or check.binding is None:
+            self._record(
+                out,
+                "approval.bad_state",
+                expected,
+                f"a retry's requestState was refused: {check.reason}",
+                channel=CHANNEL_INPUT_REQUIRED,
+                request_id=call.request_id,
+            )
+            out.verdict = Verdict(
+                "deny",
+                "approval.bad_state",
+                f"the approval carried by this retry was refused ({check.reason}); nothing was approved",
+                verdict.destination,
+                verdict.parameter,
+            )
+            return
+        assert check.expires is not None
+        self._commit(out, [ap.nonce_used_event(check.nonce, check.expires)])
+        code = check.nonce.split(":", 1)[0]
+        if verdict.verdict != "ask":
+            self._close(out, code, "settled")
+            out.verdict = verdict  # a deny stands whatever a person said; an allow needs no approval
+            return
+        pending = self.approvals.pending.get(code)
+        if pending is not None:
+            trustable = pending.destinations
+        else:
+            classified = self.engine.classify_destinations(call, policy)
+            trustable = self.phrasing.question(call, verdict, classified)[2]
+        action, choice = from_elicit_result(response)
+        self._settle_answer(
+            out, check.binding, trustable, action, choice, CHANNEL_INPUT_REQUIRED, code, call.request_id, now
+        )
+
+    # ---- answers -------------------------------------------------------------------------------
+
+    def decide_answer(
+        self,
+        session: str,
+        server: str,
+        typed_code: str,
+        action: Any,
+        choice: Any,
+        request_id: Any,
+        now: float,
+    ) -> Decision:
+        """Op ``answer``: what a person said to an elicitation, from the shim of `session`/`server`."""
+        out = Decision()
+        self._expire(out, now)
+        if action not in ACTIONS or (choice is not None and choice not in CHOICES):
+            out.refusal = (
+                "bad_answer",
+                f"action must be one of {ACTIONS} and choice one of {CHOICES} or nil",
+            )
+            return out
+        code = out.code = ap.normalise_code(typed_code) or ""
+        pending = self.approvals.pending.get(code)
+        if pending is not None and (pending.binding.session, pending.binding.server) != (session, server):
+            self._record(
+                out,
+                "approval.refused",
+                pending.binding,
+                f"a shim of session {session!r}, server {server!r} answered for this code",
+                channel=CHANNEL_ELICITATION,
+                code=code,
+            )
+            out.refusal = ("not_yours", "this code belongs to another session or server")
+            return out
+        if pending is None:
+            why = self.closed.get(code, "unknown")
+            out.verdict = Verdict(
+                "deny",
+                "approval.closed",
+                f"this question is no longer open ({why}); nothing was approved. "
+                f"Retry the call to be asked again",
+            )
+            return out
+        out.binding = pending.binding
+        self._settle_answer(
+            out,
+            pending.binding,
+            pending.destinations,
+            action,
+            choice,
+            CHANNEL_ELICITATION,
+            code,
+            request_id,
+            now,
+        )
+        return out
+
+    def _settle_answer(
+        self,
+        out: Decision,
+        binding: ap.Binding,
+        trustable: Sequence[str],
+        action: str,
+        choice: str | None,
+        channel: str,
+        code: str,
+        request_id: Any,
+        now: float,
+    ) -> None:
+        """accept + once allows this very call; session also trusts the call's untrusted destinations for
+        the session; always also adds them to policy.yaml (`policy_edit`); decline closes the code;
+        cancel and timeout deny but leave the code open for bouncerctl."""
+        pending = self.approvals.pending.get(code)
+        context = {"channel": channel, "code": code, "request_id": request_id, "action": action}
+        if action == "accept" and choice in _LASTS:
+            assert choice is not None
+            scope: Scope = _scope(choice) if trustable else "once"
+            if scope == "always":
+                out.policy_edit = PolicyEdit(binding, tuple(trustable), code, context)
+                return
+            out.verdict = self._grant(out, binding, trustable, scope, choice, code, context, now)
+            return
+        if action in ("cancel", "timeout"):
+            rule = "approval.timeout" if action == "timeout" else "approval.declined"
+            said = "nobody answered in time" if action == "timeout" else "the question was dismissed"
+            still = f"; code {code} stays open" if pending is not None else ""
+            hint = f" {self.phrasing.code_hint(code, pending.expires)}" if pending is not None else ""
+            self._record(out, rule, binding, said + still, **context)
+            out.verdict = Verdict(
+                "deny", rule, f"{said}, so this call is denied.{hint}", binding.destination, binding.parameter
+            )
+            return
+        self._close(out, code, "declined")
+        self._record(
+            out,
+            "approval.declined",
+            binding,
+            f"a person did not allow this call ({action}, {choice})",
+            **context,
+        )
+        out.verdict = Verdict(
+            "deny", "approval.declined", "a person declined this call; do not retry it", binding.destination
+        )
+
+    def after_policy_edit(self, edit: PolicyEdit, error: str | None, now: float) -> Decision:
+        """Finish an "always" answer once policy.yaml was edited and reloaded (`error` None) or not."""
+        out = Decision(binding=edit.binding)
+        binding = edit.binding
+        if error is not None:
+            self._record(out, "approval.always_failed", binding, error, **edit.context)
+            pending = self.approvals.pending.get(edit.code)
+            hint = f" {self.phrasing.code_hint(edit.code, pending.expires)}" if pending is not None else ""
+            out.verdict = Verdict(
+                "deny",
+                "approval.always_failed",
+                f"a person chose to always allow this, but the policy could not be updated "
+                f"({error}); nothing was approved.{hint}",
+                binding.destination,
+                binding.parameter,
+            )
+            return out
+        out.verdict = self._grant(
+            out, binding, edit.destinations, "always", "always", edit.code, edit.context, now
+        )
+        return out
+
+    def _grant(
+        self,
+        out: Decision,
+        binding: ap.Binding,
+        trustable: Sequence[str],
+        scope: Scope,
+        choice: str,
+        code: str,
+        context: Mapping[str, Any],
+        now: float,
+    ) -> Verdict:
+        self._close(out, code, "approved")
+        if scope != "once":
+            self._commit(
+                out, [ap.grant_event(scope, dataclasses.replace(binding, destination=d)) for d in trustable]
+            )
+        lasts = (
+            _LASTS[scope] if scope == choice else "this call (it names nothing that can be trusted longer)"
+        )
+        self._record(
+            out,
+            "approval.granted",
+            binding,
+            f"a person allowed this call; lasts: {lasts}",
+            scope=scope,
+            lasts=lasts,
+            destinations=list(trustable) if scope != "once" else None,
+            **context,
+        )
+        return Verdict(
+            "allow",
+            "approval.elicited",
+            f"a person allowed this call ({lasts})",
+            binding.destination,
+            binding.parameter,
+        )
+
+    # ---- bouncerctl ----------------------------------------------------------------------------
+
+    def find_code(self, typed: str, now: float) -> Decision:
+        """The open code a ctl op names (`found`), or the refusal (wrong codes counted and audited)."""
+        out = Decision()
+        self._expire(out, now)
+        if self.approvals.rate_limited(now):
+            self._record(
+                out,
+                "approval.refused",
+                None,
+                f"too many wrong codes in {ap.WRONG_CODE_WINDOW_SECONDS:g}s; refused an approve op",
+                channel=CHANNEL_CODE,
+            )
+            out.refusal = (
+                "rate_limited",
+                f"too many wrong codes in the last {ap.WRONG_CODE_WINDOW_SECONDS:g} seconds; "
+                f"nothing is approved until that passes",
+            )
+            return out
+        code = ap.normalise_code(typed)
+        pending = self.approvals.pending.get(code) if code else None
+        if pending is not None:
+            out.found = pending
+            return out
+        why = self.closed.get(code or "", "unknown")
+        self._commit(out, [ap.wrong_code_event(now)])
+        shown = code or canon.visible(typed[:20])
+        self._record(
+            out, "approval.wrong_code", None, f"code {shown!r} is not open ({why})", channel=CHANNEL_CODE
+        )
+        message = {
+            "expired": f"code {shown} has expired; retry the call to get a new one",
+            "approved": f"code {shown} was already used",
+            "declined": f"code {shown} was declined",
+            "settled": f"code {shown} was already settled",
+        }.get(why, f"no open code {shown}")
+        out.refusal = ("unknown_code" if why == "unknown" else why, message)
+        return out
+
+    def approve(self, found: ap.Pending, now: float) -> Decision:
+        """`bouncerctl approve`: one retry of exactly the bound call (the engine's ``approval.once``)."""
+        out = Decision(found=found)
+        self._commit(out, [ap.grant_event("once", found.binding)])
+        self._close(out, found.code, "approved")
+        self._record(
+            out,
+            "approval.granted",
+            found.binding,
+            f"a person approved code {found.code} in a terminal; lasts: one retry of this exact call",
+            channel=CHANNEL_CODE,
+            code=found.code,
+            scope="once",
+            lasts="one retry of this exact call",
+        )
+        return out
+
+
+def _scope(choice: str) -> Scope:
+    return "always" if choice == "always" else "session" if choice == "session" else "once"
+
+
+def from_elicit_result(response: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """(action, choice) from a client's ElicitResult; anything unreadable is a cancel."""
+    if not isinstance(response, Mapping) or response.get("action") not in ("accept", "decline", "cancel"):
+        return "cancel", None
+    content = response.get("content")
+    choice = content.get("choice") if isinstance(content, Mapping) else None
+    return str(response["action"]), choice if isinstance(choice, str) else None

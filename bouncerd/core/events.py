@@ -1,0 +1,135 @@
+"""The engine's events, one `TypedDict` per kind: what the journal holds and `Engine.apply` reads.
+
+Theory of operation
+-------------------
+Every change to the state that must survive a crash is one of these (see bouncerd/core/engine.py).
+They are plain dicts, so msgpack and JSON carry them unchanged; the types only say, once, which keys
+each kind has. Builders use the constructors below, readers narrow on ``ev["ev"]``. A field marked
+`NotRequired` may be missing in a journal written by an older bouncerd and is read with a default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+
+class BindingFields(TypedDict):
+    """`bouncerd.core.approvals.Binding.as_dict`."""
+
+    session: str
+    server: str
+    tool: str
+    parameter: str | None
+    destination: str | None
+    digest: str
+
+
+class PinEvent(TypedDict):
+    ev: Literal["pin"]
+    server: str  # ServerIdentity.key
+    tool: str
+    digest: str
+    description: NotRequired[str | None]
+    schema: NotRequired[Any]
+
+
+class UnpinEvent(TypedDict):
+    ev: Literal["unpin"]
+    server: str
+    tool: str
+
+
+class PinWindowEvent(TypedDict):
+    ev: Literal["pin_window"]
+    server: str
+    until: float | None  # None: the first-use window is closed
+
+
+class TaintEvent(TypedDict):
+    ev: Literal["taint"]
+    scope: str
+    data: dict[str, Any]  # taint.encode_records: each provenance once, records point at it
+
+
+class TaintEvictedEvent(TypedDict):
+    ev: Literal["taint_evicted"]
+    scope: str
+    filter: bytes  # TaintIndex.export_evicted
+
+
+class AttemptEvent(TypedDict):
+    ev: Literal["attempt"]
+    session: str
+    server: str  # the server's name
+    tool: str
+    n: NotRequired[int]  # calls tried (a snapshot); 1 when missing
+
+
+class BlindEvent(TypedDict):
+    ev: Literal["blind"]
+    scope: str
+
+
+class VouchEvent(TypedDict):
+    ev: Literal["vouch"]
+    session: str
+    keys: list[str]
+
+
+class ApprovalPendingEvent(TypedDict):
+    ev: Literal["approval_pending"]
+    code: str
+    binding: BindingFields
+    created: float
+    expires: float
+    reason: str
+    summary: NotRequired[str]
+    question: NotRequired[str]
+    destinations: NotRequired[list[str]]
+
+
+class ApprovalClosedEvent(TypedDict):
+    ev: Literal["approval_closed"]
+    code: str
+    why: str  # "expired", "approved", "declined", "settled"
+
+
+class GrantEvent(TypedDict):
+    ev: Literal["grant"]
+    scope: Literal["once", "session", "always"]
+    binding: BindingFields
+
+
+class GrantUsedEvent(TypedDict):
+    ev: Literal["grant_used"]
+    session: str
+    server: str
+    tool: str
+    digest: str
+
+
+class NonceUsedEvent(TypedDict):
+    ev: Literal["nonce_used"]
+    nonce: str
+    expires: float
+
+
+class WrongCodeEvent(TypedDict):
+    ev: Literal["wrong_code"]
+    ts: float
+
+
+ApprovalEvent = (
+    ApprovalPendingEvent | ApprovalClosedEvent | GrantEvent | GrantUsedEvent | NonceUsedEvent | WrongCodeEvent
+)
+EngineEvent = (
+    PinEvent
+    | UnpinEvent
+    | PinWindowEvent
+    | TaintEvent
+    | TaintEvictedEvent
+    | AttemptEvent
+    | BlindEvent
+    | VouchEvent
+    | ApprovalEvent
+)
