@@ -318,8 +318,9 @@ class Reading:
         return not self.quirks
 
 
-# url.quirks that make a URL readable more than one way (DESIGN §4a). Trailing dots, non-ASCII hosts
-# (IDNA-mapped the same by every resolver) and an `@` in a path are not among them.
+# url.quirks that make a URL readable more than one way (docs/how-it-works.md, "Reading a destination
+# the way its receiver will"). Trailing dots, non-ASCII hosts (IDNA-mapped the same by every resolver)
+# and an `@` in a path are not among them.
 URL_AMBIGUOUS_QUIRKS = frozenset(
     {
         "backslash",

@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-Both checks run before the sink gate (DESIGN §3.3) and return a `Violation` or `None`; they never
-raise on anything an agent can put in the arguments.
+Both checks run before the sink gate (docs/how-it-works.md, "The decision", step 3) and return a
+`Violation` or `None`; they never raise on anything an agent can put in the arguments.
 
 Path confinement (`check_paths`) applies when a rule has `allowed_path_prefixes`. Every value of
 every `write_params` parameter must be an absolute POSIX path that is inside a prefix twice over:

@@ -189,12 +189,12 @@ _MIME_WORD = re.compile(r"=\?([^?\s]{1,40})\?([bBqQ])\?([^?\s]*)\?=")
 _MIME_GAP = re.compile(r"(?<=\?=)\s+(?==\?)")
 # Quoted-printable writes upper-case hex (RFC 2045); requiring it keeps URL queries such as "?ref=de"
 # from being decoded as QP everywhere (decoding "=de" yields an invalid byte, then U+FFFD).
-# A soft line break counts only between two visible characters, the first not `=`: base64 padding at a
-# line end is not QP (`…ZQ=\n\nFrom:` neither), an encoder may break a line anywhere else (inside a
-# percent-escape too).
+# A soft line break counts only after a character other than `=` and before more text on the next line:
+# base64 padding at a line end is not QP (`…ZQ=\n\nFrom:` neither), an encoder may break a line
+# anywhere else (inside a percent-escape, beside a space).
 # One scan finds both: `=XX`, and `=` + line break before a word character (its left side is checked
 # in Python).
-_QP_TRIGGER = re.compile(r"=(?:[0-9A-F]{2}|\r?\n(?=\S))")
+_QP_TRIGGER = re.compile(r"=(?:[0-9A-F]{2}|\r?\n(?=[^\r\n]))")
 _B64_RUN_START = b"b" * MIN_BASE64_RUN
 _B64_RUN_REST = re.compile(rb"b*=?=?(?:\r?\nb+=?=?)*")
 _B64_MASK = bytes(
@@ -268,7 +268,7 @@ def decode_qp(text: str) -> str:
         return text
     for m in _QP_TRIGGER.finditer(text):
         left = text[m.start() - 1] if m.start() else ""
-        if m.group(0)[1] not in "\r\n" or (left and not left.isspace() and left != "="):
+        if m.group(0)[1] not in "\r\n" or (left and left != "="):
             break
     else:
         return text

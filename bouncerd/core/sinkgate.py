@@ -1,4 +1,5 @@
-"""The sink gate (DESIGN §3.4): where is this call sending data, and where did each destination come from?
+"""The sink gate: where is this call sending data, and where did each destination come from?
+(docs/how-it-works.md, "The decision", step 4)
 
 Theory of operation
 -------------------

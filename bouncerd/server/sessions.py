@@ -2,11 +2,11 @@
 
 Theory of operation
 -------------------
-A session is one MCP client process, named by the key its shims compute (DESIGN §2). A shim's
-``hello`` registers its session and its server (name + upstream argv, the same identity pins use) and
-counts one live connection; its disconnect counts it off. A session whose last shim has gone stays
-listed with its servers shown as not connected; archiving old sessions comes with the engine's
-session lifecycle. Nothing here decides anything or needs to survive a restart: it is what
+A session is one MCP client process, named by the key its shims compute (docs/how-it-works.md,
+"Sessions"). A shim's ``hello`` registers its session and its server (name + upstream argv, the same
+identity pins use) and counts one live connection; its disconnect counts it off. A session whose
+last shim has gone stays listed with its servers shown as not connected; archiving old sessions comes
+with the engine's session lifecycle. Nothing here decides anything or needs to survive a restart: it is what
 `bouncerctl status` shows, rebuilt as shims reconnect.
 """
 

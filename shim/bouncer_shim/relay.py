@@ -84,6 +84,13 @@ UNGATED_METHODS: Final = frozenset(
 )  # fmt: skip
 
 
+# Server requests whose answers carry the client's data (the model's text, what a person typed) upstream:
+# the answer is judged before it is passed on. A held answer's key is its id's key with this prefix, so it
+# cannot collide with a client request of the same id.
+ANSWERS_GATED: Final = frozenset({"sampling/createMessage", "elicitation/create"})
+ANSWER_KEY_PREFIX: Final = "answer:"
+
+
 def message_kind(method: str, params: Any) -> str | None:
     """The kind bouncerd judges a request as, or None when it carries nothing to a destination."""
     kind = GATED_METHODS.get(method)
@@ -97,7 +104,17 @@ def message_kind(method: str, params: Any) -> str | None:
 
 
 class Relay:
-    __slots__ = ("_actions", "_held", "_outbox", "_profile", "_requests", "_server_info", "_sync", "asking")
+    __slots__ = (
+        "_actions",
+        "_held",
+        "_outbox",
+        "_profile",
+        "_requests",
+        "_server_info",
+        "_server_requests",
+        "_sync",
+        "asking",
+    )
 
     def __init__(self, hello: Mapping[str, Any], *, ask_token: bytes | None = None) -> None:
         self._actions: list[Action] = []  # shared with the machines below, emptied by take_actions
@@ -107,6 +124,7 @@ class Relay:
         self.asking = Asking(ask_token)
         self._profile = ClientProfile()
         self._requests: dict[IdKey, tuple[str, str | None, bool]] = {}  # key -> (method, tool, paged)
+        self._server_requests: dict[IdKey, str] = {}  # server requests whose answers are judged
         self._server_info: Any = None
 
     # ---- outputs and introspection -------------------------------------------------------------
@@ -245,7 +263,8 @@ class Relay:
         method = message.get("method")
         if not isinstance(method, str):  # a response to a server request, or junk the server may judge
             if not self.asking.claims(message.get("id")):
-                self._actions.append(SendUpstream(line))
+                if not self._gate_answer(message, line):
+                    self._actions.append(SendUpstream(line))
             elif (answered := self.asking.answered(message)) is not None:  # else late: dropped
                 self._report_answer(*answered, wait=True)
             return
@@ -326,8 +345,47 @@ class Relay:
             return
         self._refuse(key, request_id, reason)
 
+    def _gate_answer(self, message: dict[str, Any], line: bytes) -> bool:
+        """Hold the client's answer to a server request that carries its data upstream (a sampling
+        result, what a person typed into an elicitation) until bouncerd allows it; False: not one."""
+        key = id_key(message.get("id"))
+        method = self._server_requests.pop(key, None) if key is not None else None
+        result = message.get("result")
+        if key is None or method is None or not isinstance(result, dict):
+            return False
+        state = self._sync.state
+        fields = {k: v for k, v in result.items() if k != "_meta"}
+        held = Held(
+            (ANSWER_KEY_PREFIX + key[0], key[1]), message["id"], line, method, fields, None, None, "answer"
+        )
+        if (
+            self._outbox.observations_lost
+            or state is LinkState.DOWN
+            or not self._held.hold(held, link_up=state is LinkState.UP)
+        ):
+            self._refuse_answer(held, jsonrpc.UNREACHABLE_REASON)
+        return True
+
+    def _refuse_answer(self, held: Held, reason: str) -> None:
+        """The server's request gets an error in place of the client's answer (it must not hang)."""
+        self._held.release(held)
+        text = jsonrpc.BLOCKED_PREFIX + f"the client's answer to {held.tool} was not passed on: {reason}"
+        self._actions.append(
+            SendUpstream(jsonrpc.error_response(held.request_id, jsonrpc.BLOCKED_ERROR, text))
+        )
+
     def _decided(self, held: Held, reply: Mapping[str, Any] | None, error: str) -> None:
         if held.dropped:
+            return
+        if held.kind == "answer":
+            if reply is not None and reply.get("verdict") == "allow":
+                self._held.release(held)
+                self._actions.append(SendUpstream(held.line))
+            else:
+                reason = reply.get("reason") if reply is not None else None
+                self._refuse_answer(
+                    held, reason if isinstance(reason, str) and reason else error or "refused"
+                )
             return
         if reply is not None and reply.get("verdict") == "ask" and held.kind == "tool":
             question = self.asking.ask_person(held, reply, self._profile, self._server_info)
@@ -432,6 +490,10 @@ class Relay:
                 out.kind = "request" if "id" in message else "notification"
                 out.method = wire_text(method)
                 out.request_id = wire_id(message.get("id"))
+                if method in ANSWERS_GATED and (key := id_key(message.get("id"))) is not None:
+                    if len(self._server_requests) >= MAX_TRACKED_REQUESTS:
+                        del self._server_requests[next(iter(self._server_requests))]
+                    self._server_requests[key] = method
             elif "id" in message and ("result" in message or "error" in message):
                 result = message.get("result")
                 paged = self._classify_response(out, message["id"], "result" not in message)

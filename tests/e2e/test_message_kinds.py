@@ -97,3 +97,25 @@ async def test_completion_value_carrying_a_planted_address_is_denied(
     assert "completion completion/complete" in str(refused.value)
     (denied,) = [r for r in _records(daemon, "completion/complete") if r["verdict"] == "deny"]
     assert denied["kind"] == "completion" and denied["rule"] == "sink.tainted_destination"
+
+
+@pytest.mark.asyncio
+async def test_clients_sampling_answer_carrying_a_planted_address_never_reaches_the_server(
+    daemon: RunningDaemon, full: ServerSpec
+) -> None:
+    """The server asks the client's model (sampling/createMessage); the model's answer repeats the
+    planted address. The answer is judged like any data going upstream: the server gets an error in its
+    place (2025-11-25 era; a 2026-07-28 client sends answers inside the tools/call retry)."""
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with connect(shim_params(full, daemon.home), "legacy") as probe:
+            await _plant(probe)
+            fine = await probe.client.call_tool("ask_llm", {"prompt": "say hello"})
+            with pytest.raises(MCPError) as refused:  # the fixture's tool fails on the error it got
+                await probe.client.call_tool("ask_llm", {"prompt": f"forward it to {PLANTED}"})
+    assert fine.is_error is not True and "say hello" in json.dumps(fine.model_dump(mode="json"))
+    assert "the client's answer to sampling/createMessage was not passed on" in str(refused.value)
+    answers = [r for r in audit_records(daemon.home) if r.get("kind") == "answer"]
+    assert [(r["tool"], r["verdict"]) for r in answers] == [
+        ("sampling/createMessage", "allow"),
+        ("sampling/createMessage", "deny"),
+    ]

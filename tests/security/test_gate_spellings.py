@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bouncerd.core import taint
@@ -512,6 +512,10 @@ def test_any_destination_under_two_composed_encodings_is_denied_both_ways(
     case: tuple[str, str, str, str],
 ) -> None:
     kind, dest, inner, outer = case
+    # Known limit (docs/how-it-works.md, "Decoding and folding"): a base64 run is read from 16
+    # characters, or from 8 when `=` padding closes it; an unpadded run of 12-15 characters (a
+    # destination of 9-11 bytes) is not, because ordinary words and ids of that length are too common.
+    assume(not ({inner, outer} & {"base64_run", "base64url_run"} and len(dest) < 12))
     spelled = BY_NAME[outer](BY_NAME[inner](dest))
     tool = tool_for(kind)
     v = planted(spelled).send(tool, dest)

@@ -129,3 +129,13 @@ def test_a_resource_read_does_not_close_the_first_use_window_of_pins() -> None:
     before = eng.servers[WEB.key].open_until
     _message(eng, "resource", "resources/read", {"uri": "file:///x"})
     assert eng.servers[WEB.key].open_until == before
+
+
+def test_resource_of_the_servers_own_namespace_is_read_even_after_its_listing() -> None:
+    """`demo://resource/…` URIs of a resource listing name the server's namespace, not a network host:
+    reading another resource in it is allowed; one that carries a planted address is not."""
+    eng = _engine("demo://resource/static/document/a.md and eve@evil.example")
+    fine = _message(eng, "resource", "resources/read", {"uri": "demo://resource/dynamic/text/7"})
+    assert fine.verdict == "allow", fine.reason
+    bad = _message(eng, "resource", "resources/read", {"uri": "demo://resource/q/eve@evil.example"})
+    assert (bad.verdict, bad.rule) == ("deny", "fetch.carries_tainted")

@@ -280,6 +280,9 @@ def test_server_requests_and_their_answers_pass_while_a_question_is_open() -> No
             {"jsonrpc": "2.0", "id": rid, "result": {"action": "accept", "content": {"choice": "once"}}}
         )
         rig.client(response)
+        (judged,) = [m for m in rig.unanswered if m["op"] == "verdict" and m.get("kind") == "answer"]
+        assert judged["tool"] == "elicitation/create"  # the client's answer carries data upstream
+        rig.answer_all()
         assert rig.to_upstream[-1] == response
     assert rig.pending("answer") == []
 
@@ -607,3 +610,32 @@ def test_parked_upstream_rounds_are_bounded() -> None:
 
 def test_state_prefix_is_the_daemons() -> None:
     assert asking.STATE_PREFIX == ap.STATE_PREFIX
+
+
+def test_clients_answer_to_a_servers_sampling_request_is_judged_before_it_goes_upstream() -> None:
+    """The model's text (or what a person typed into a form) is the client's data reaching the server:
+    it waits for a verdict, and a refusal gives the server an error in its place, never the answer."""
+    for verdict in ("allow", "deny"):
+        rig = Rig()
+        initialize(rig)
+        server_request = request(41, "sampling/createMessage", {"messages": [], "maxTokens": 9})
+        rig.upstream(server_request)
+        rig.answer_all()
+        assert rig.to_client[-1] == server_request
+        answer = {"role": "assistant", "content": {"type": "text", "text": "mail eve@evil.example"}}
+        response = line({"jsonrpc": "2.0", "id": 41, "result": answer})
+        sent_before = len(rig.to_upstream)
+        rig.client(response)
+        assert len(rig.to_upstream) == sent_before  # held until the verdict
+        (judged,) = [m for m in rig.unanswered if m["op"] == "verdict"]
+        assert (judged["kind"], judged["tool"], judged["arguments"]) == (
+            "answer",
+            "sampling/createMessage",
+            answer,
+        )
+        rig.answer_all(verdict)
+        if verdict == "allow":
+            assert rig.to_upstream[-1] == response
+        else:
+            refused = json.loads(rig.to_upstream[-1])
+            assert refused["id"] == 41 and "[bouncer blocked]" in refused["error"]["message"]

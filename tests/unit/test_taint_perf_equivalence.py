@@ -71,7 +71,7 @@ long_texts = st.lists(pieces, min_size=8, max_size=40).map(lambda p: " ".join(p)
 # ---- references: fold ------------------------------------------------------------------------------
 
 _QP = re.compile(r"=[0-9A-F]{2}")
-_QP_SOFT = re.compile(r"=\r?\n(?=\S)")
+_QP_SOFT = re.compile(r"=\r?\n(?=[^\r\n])")
 
 
 def ref_fold_clean(text: str) -> str:
@@ -106,8 +106,7 @@ def ref_decode_qp(text: str) -> str:
     if "=" not in text:
         return text
     if not _QP.search(text) and not any(
-        m.start() and not text[m.start() - 1].isspace() and text[m.start() - 1] != "="
-        for m in _QP_SOFT.finditer(text)
+        m.start() and text[m.start() - 1] != "=" for m in _QP_SOFT.finditer(text)
     ):
         return text
     return fold._QP_RUN.sub(fold._qp_run, text)
