@@ -8,10 +8,10 @@ state returns the events it produced *after* applying them; the daemon appends t
 before it answers the shim. On start the daemon replays the journal through `apply`, and ends up in
 the same state. `snapshot` returns a minimal event list that rebuilds the current state (compaction).
 
-The decision for one tools/call (DESIGN §3) runs in a fixed order and names the rule that fired:
-pin → budget → argument constraints → sink gate → allow. The engine never reads a clock, the
-environment or a file: `now` is passed in, policy is a value, and the one piece of I/O the path check
-needs (resolving symlinks) is a function the daemon injects.
+The decision for one tools/call (docs/how-it-works.md, "The decision") runs in a fixed order and
+names the rule that fired: pin → budget → argument constraints → sink gate → allow. The engine never
+reads a clock, the environment or a file: `now` is passed in, policy is a value, and the one piece of
+I/O the path check needs (resolving symlinks) is a function the daemon injects.
 """
 
 from __future__ import annotations
@@ -324,9 +324,6 @@ class Engine:
         """`untrusted_output: false`: the user vouches for this tool's output (their own address book)."""
         return tool is not None and not self.rule_for(server, tool, policy).untrusted_output
 
-    def observe(self, session: str, payload: Any, source: taint.Source) -> list[Event]:
-        return self.record_taint(session, taint.extract(payload, source), source.server)
-
     def record_taint(self, session: str, records: list[taint.TokenRecord], server: str = "") -> list[Event]:
         """Apply the taint of one output (records all share one source). Outputs of a tool the user
         vouched for (`untrusted_output: false`) add nothing."""
@@ -354,7 +351,8 @@ class Engine:
         return events
 
     def vouch(self, session: str, text: str) -> list[VouchEvent]:
-        """Destinations in text the *user* typed (their prompt) are trusted for the session (DESIGN §5)."""
+        """Destinations in text the *user* typed (their prompt) are trusted for the session
+        (docs/how-it-works.md, "Client hooks")."""
         keys = {k for word in prompt_destinations(text) for k in canon.keys(word)}
         events: list[VouchEvent] = []
         if keys - self.session(session).vouched:
@@ -484,7 +482,8 @@ class Engine:
         return self._use_once_grant(call, verdict, events)
 
     def _decide_message(self, call: ToolCall, events: list[Event]) -> Verdict:
-        """A request other than tools/call that carries the agent's data to the server (DESIGN §4b).
+        """A request other than tools/call that carries the agent's data to the server
+        (docs/how-it-works.md, "Requests other than tools/call").
 
         A resource read or subscription names a URI the server will retrieve (through a resource
         template, a host of the agent's choosing): judged as a fetch. Prompt and completion arguments,

@@ -122,9 +122,9 @@ from bouncerd.core.fallback_words import (
     read_words,
     verb_of,
 )
-from bouncerd.core.rules import FALLBACK_SOURCE, ToolEntry, ToolRule, resolve
+from bouncerd.core.rules import ToolEntry
 
-__all__ = ["Guess", "Param", "classify", "destination_params", "fallback_rule", "looks_like_destination",
+__all__ = ["Guess", "Param", "classify", "destination_params", "looks_like_destination",
            "verb_of", "words"]  # fmt: skip
 
 # Input schemas nest; real ones go three or four levels deep. Deeper levels are not searched (a
@@ -477,11 +477,3 @@ def classify(tool_name: str, input_schema: Mapping[str, Any] | None, description
         write_params=writes or None,
     )
     return Guess(entry, tuple(notes))
-
-
-def fallback_rule(
-    tool_name: str, input_schema: Mapping[str, Any] | None, description: str | None = None
-) -> ToolRule:
-    """The fallback's verdict on its own, as a complete rule (source "fallback")."""
-    guess = classify(tool_name, input_schema, description)
-    return resolve(tool_name, [(FALLBACK_SOURCE, guess.entry)], guess.notes)

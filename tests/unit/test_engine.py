@@ -21,6 +21,11 @@ S = "session-1"
 ATTACKER = "attacker@evil.example"
 
 
+def observe(eng: Engine, session: str, payload: Any, source: taint.Source) -> None:
+    """What the daemon does with one upstream output: extract its taint, record it for the session."""
+    eng.record_taint(session, taint.extract(payload, source), source.server)
+
+
 def _tool(name: str, **props: Any) -> dict[str, Any]:
     return {
         "name": name,
@@ -80,7 +85,7 @@ def _engine(policy_text: str = POLICY) -> Engine:
 
 
 def _observe(eng: Engine, server: ServerIdentity, payload: Any, tool: str = "read_inbox") -> None:
-    eng.observe(S, payload, taint.Source(server.name, tool, 7, 1.0))
+    observe(eng, S, payload, taint.Source(server.name, tool, 7, 1.0))
 
 
 def _call(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fallback_helpers import fallback_rule
 
-from bouncerd.core.fallback import classify, destination_params, fallback_rule, looks_like_destination, words
+from bouncerd.core.fallback import classify, destination_params, looks_like_destination, words
 from bouncerd.core.rules import ToolRule
 
 

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fallback_helpers import fallback_rule
 
-from bouncerd.core.fallback import classify, fallback_rule, words
+from bouncerd.core.fallback import classify, words
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "reference_tools.json").read_text())
 TOOLS: dict[str, dict[str, Any]] = {
