@@ -26,6 +26,7 @@ construction.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -60,6 +61,14 @@ _HANDLE_WHOLE = re.compile(r"[@#]([^\W_][\w.-]*)")
 _PHONE_WHOLE = re.compile(r"\+?[\d\s().\-/]+")
 _IBAN_WHOLE = re.compile(r"[A-Za-z]{2}\d{2}[A-Za-z0-9 ]{11,40}")
 _SPACES = re.compile(r"\s+")
+# The commonest destinations, written plainly: a lower-case address, or an http(s) URL on a lower-case
+# DNS name whose path and query hold no `.` `@` `%` `:` `#`. They read one way (the receiver's reading
+# is the regex's), so `canonicalize` skips their other readings; a URL's tokens are still probed (a
+# code host's URL names a repository).
+_PLAIN = re.compile(
+    r"[a-z0-9][a-z0-9._+-]{0,63}@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z][a-z0-9-]+"
+    r"|https?://[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z][a-z0-9-]+(?:/[A-Za-z0-9_~/-]*)?(?:\?[A-Za-z0-9_=&-]*)?"
+)
 _HAS_SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,31}:|//|\\\\", re.IGNORECASE)
 
 
@@ -171,6 +180,12 @@ def canonicalize(destination: str) -> Canonical:
     without its quotes or comments, …), then every destination token inside any decoded view of the
     value (`tokens.text_keys`), so a planted address hidden in a query string or a base64 run is probed.
     """
+    if _PLAIN.fullmatch(destination) and "xn--" not in destination:
+        one = _canonical_one(destination)  # one reading: the receiver's is the regex's
+        if one.kind == "email":
+            return one  # and no token but itself
+        tokens_in = tuple(k for k in sorted(tokens.text_keys(destination)) if k not in one.probes)
+        return dataclasses.replace(one, probes=one.probes + tokens_in) if tokens_in else one
     one = _canonical_one(destination)
     read = reading(destination)
     key, kind = one.key, one.kind
@@ -445,7 +460,7 @@ def reading(destination: str) -> Reading:
     key, dom, reached, more_quirks, more_alts = _read_one(text)
     quirks += more_quirks
     alts += more_alts
-    if not quirks and "@" in text and key.count("@") == 1:
+    if not quirks and "@" in text and key.count("@") == 1 and not _PLAIN.fullmatch(text):
         # `alice@corp.example (eve@evil.example)`: a second address hides in a comment or display name
         own = set(_canonical_one(text).probes)
         if any("@" in k and k not in own for k in tokens.text_keys(destination)):
