@@ -460,14 +460,7 @@ class Engine:
                 host_hit=index.host_hit,
                 key_hit=index.key_hit,
             )
-            if verdict.verdict == "allow" and self.scope_key(call.session, call.server.name) in self.blind:
-                verdict = Verdict(
-                    "ask",
-                    "fetch.blind",
-                    "an earlier output of this session could not be checked for planted destinations, "
-                    "so fetches need a person",
-                    destination=verdict.destination,
-                )
+            verdict = self._unless_blind(call, verdict, "fetches")
             return self._use_once_grant(call, verdict, events)
         verdict = sinkgate.send_verdict(
             call.arguments,
@@ -506,14 +499,7 @@ class Engine:
                 key_hit=index.key_hit,
                 what="reading",
             )
-            if verdict.verdict == "allow" and self.scope_key(call.session, call.server.name) in self.blind:
-                verdict = Verdict(
-                    "ask",
-                    "fetch.blind",
-                    "an earlier output of this session could not be checked for planted destinations, "
-                    "so resource reads need a person",
-                    destination=uri,
-                )
+            verdict = self._unless_blind(call, verdict, "resource reads")
         else:
             verdict = sinkgate.send_verdict(
                 call.arguments,
@@ -534,6 +520,18 @@ class Engine:
                 )
         verdict = self._use_once_grant(call, verdict, events)
         return dataclasses.replace(verdict, reason=f"{label} {call.tool}: {verdict.reason}")
+
+    def _unless_blind(self, call: ToolCall, verdict: Verdict, what: str) -> Verdict:
+        """An allowed fetch becomes an ask once an output of the scope could not be indexed."""
+        if verdict.verdict != "allow" or self.scope_key(call.session, call.server.name) not in self.blind:
+            return verdict
+        return Verdict(
+            "ask",
+            "fetch.blind",
+            f"an earlier output of this session could not be checked for planted destinations, "
+            f"so {what} need a person",
+            destination=verdict.destination,
+        )
 
     def _session_trust(self, call: ToolCall) -> sinkgate.Trust:
         """What trusts a destination of a request that no tool rule covers: vouched and approved ones."""
