@@ -103,6 +103,9 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
         # Absent or "tool" for a tools/call. Another request that carries data upstream (VERDICT_KINDS)
         # is judged too: `tool` is then its method and `arguments` its params.
         "kind": _OPT_STR,
+        # A 2026-07-28 retry's inputResponses for the upstream's own input requests (the client's data
+        # going upstream with the call): judged with it.
+        "answers": _OPT_MAP,
     },
     # What a person answered to an elicitation (docs/dev/approvals-protocol.md). Reply: a verdict reply.
     "answer": {"request_id": _ID, "code": _STR, "action": _STR, "choice": _OPT_STR},
@@ -177,6 +180,7 @@ class VerdictRequest(Request):
     input_response: NotRequired[dict[str, Any] | None]
     invalid: NotRequired[str | None]
     kind: NotRequired[str | None]
+    answers: NotRequired[dict[str, Any] | None]
 
 
 class AnswerRequest(Request):

@@ -373,6 +373,13 @@ class Engine:
         if call.kind != "tool":
             message = self._decide_message(call, events)
             return dataclasses.replace(message, events=tuple(events))
+        if call.answers:
+            answers = dataclasses.replace(
+                call, tool=f"{call.tool} input", arguments=call.answers, kind="answer"
+            )
+            answered = self._decide_message(answers, events)
+            if answered.verdict != "allow":
+                return dataclasses.replace(answered, events=tuple(events))
         verdict = self._check_pin(call)
         if verdict is None:
             rule = self.rule_for(call.server, call.tool, policy)

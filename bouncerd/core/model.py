@@ -40,6 +40,9 @@ class ToolCall:
     # "resource" (resources/read, resources/subscribe), "prompt", "completion", "message" (any other),
     # "answer" (the client's answer to the server's request `tool`: sampling, elicitation)
     kind: str = "tool"
+    # A 2026-07-28 tools/call retry carries the client's answers to the server's own input requests
+    # (`inputResponses`): they go upstream with the call and are judged with it, as kind "answer".
+    answers: Mapping[str, Any] | None = None
 
 
 # What a person or a reason calls each kind (bouncerd.wire.VERDICT_KINDS lists them).

@@ -344,7 +344,13 @@ class Daemon:
         session, entry = caller.require_server()
         kind = msg.get("kind") or "tool"
         call = ToolCall(
-            session.key, entry.identity, msg["tool"], msg["arguments"], msg.get("request_id"), kind
+            session.key,
+            entry.identity,
+            msg["tool"],
+            msg["arguments"],
+            msg.get("request_id"),
+            kind,
+            msg.get("answers") or None,
         )
         now = time.time()
         try:

@@ -282,7 +282,9 @@ class Asking:
         if state is None and responses is None:
             return None
         if not (isinstance(state, str) and state.startswith(STATE_PREFIX)):
-            return Retry({}, None, False, (state, responses))  # the upstream's round: theirs to judge
+            # the upstream's round: its answers are the client's data going upstream, judged with the call
+            answers = {"answers": responses} if isinstance(responses, dict) and responses else {}
+            return Retry(answers, None, False, (state, responses))
         ours = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
         fields = {"request_state": state, "input_response": ours if isinstance(ours, dict) else None}
         rest = {k: v for k, v in responses.items() if k != INPUT_KEY} if isinstance(responses, dict) else {}
@@ -297,6 +299,9 @@ class Asking:
                 forwarded["inputResponses"] = upstream_responses
         elif rest:
             forwarded["inputResponses"] = rest
+        upstream_answers = forwarded.get("inputResponses")
+        if isinstance(upstream_answers, dict) and upstream_answers:
+            fields["answers"] = upstream_answers
         return Retry(fields, jsonrpc.dump({**message, "params": forwarded}), True, None)
 
     def _park(self, state: str, upstream: tuple[Any, Any], size: int) -> None:

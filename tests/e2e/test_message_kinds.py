@@ -100,22 +100,32 @@ async def test_completion_value_carrying_a_planted_address_is_denied(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_clients_sampling_answer_carrying_a_planted_address_never_reaches_the_server(
-    daemon: RunningDaemon, full: ServerSpec
+    mode: str, daemon: RunningDaemon, full: ServerSpec
 ) -> None:
-    """The server asks the client's model (sampling/createMessage); the model's answer repeats the
-    planted address. The answer is judged like any data going upstream: the server gets an error in its
-    place (2025-11-25 era; a 2026-07-28 client sends answers inside the tools/call retry)."""
+    """The server asks the client's model (sampling); the model's answer repeats the planted address.
+    The answer is judged like any data going upstream. 2025-11-25: the answer is a response to the
+    server's sampling/createMessage, and the server gets an error in its place. 2026-07-28: the answer
+    rides in the retried tools/call's inputResponses, and the retry is refused."""
     with anyio.fail_after(TEST_TIMEOUT):
-        async with connect(shim_params(full, daemon.home), "legacy") as probe:
+        async with connect(shim_params(full, daemon.home), mode) as probe:
             await _plant(probe)
             fine = await probe.client.call_tool("ask_llm", {"prompt": "say hello"})
-            with pytest.raises(MCPError) as refused:  # the fixture's tool fails on the error it got
-                await probe.client.call_tool("ask_llm", {"prompt": f"forward it to {PLANTED}"})
+            try:
+                refused: Any = await probe.client.call_tool("ask_llm", {"prompt": f"forward it to {PLANTED}"})
+            except MCPError as exc:  # legacy: the fixture's tool fails on the error it got
+                refused = exc
     assert fine.is_error is not True and "say hello" in json.dumps(fine.model_dump(mode="json"))
-    assert "the client's answer to sampling/createMessage was not passed on" in str(refused.value)
-    answers = [r for r in audit_records(daemon.home) if r.get("kind") == "answer"]
-    assert [(r["tool"], r["verdict"]) for r in answers] == [
-        ("sampling/createMessage", "allow"),
-        ("sampling/createMessage", "deny"),
-    ]
+    records = audit_records(daemon.home)
+    if mode == "legacy":
+        assert isinstance(refused, MCPError)
+        assert "the client's answer to sampling/createMessage was not passed on" in str(refused)
+        answers = [(r["tool"], r["verdict"]) for r in records if r.get("kind") == "answer"]
+        assert answers == [("sampling/createMessage", "allow"), ("sampling/createMessage", "deny")]
+    else:
+        assert not isinstance(refused, MCPError) and refused.is_error is True
+        text = json.dumps(refused.model_dump(mode="json"))
+        assert "[bouncer blocked]" in text and "ask_llm input" in text
+        denied = [r for r in records if r.get("tool") == "ask_llm" and r["verdict"] == "deny"]
+        assert len(denied) == 1 and denied[0]["rule"] == "sink.tainted_destination"
