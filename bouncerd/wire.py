@@ -432,6 +432,10 @@ def check_request(message: Mapping[str, Any]) -> tuple[str, int]:
             raise ProtocolError(f"{op}: field {key!r} must not be a boolean")
         if not isinstance(value, allowed):
             raise ProtocolError(f"{op}: field {key!r} has type {type(value).__name__}")
+    if op != "hello":  # a field that may not be nil must be there: a handler reads it unguarded
+        for key, allowed in fields.items():
+            if type(None) not in allowed and key not in message:
+                raise ProtocolError(f"{op}: missing {key!r}")
     if op == "hello":
         for key in ("version", "role"):
             if key not in message:

@@ -148,6 +148,10 @@ def blocked_result(request_id: Any, reason: str, *, modern: bool, server_info: A
         return _dump(message)
     except ValueError:  # a server stamp holding NaN cannot be repeated; drop the stamp, keep the answer
         result.pop("_meta", None)
+    try:
+        return _dump(message)
+    except ValueError:  # an id JSON cannot write back (1e999 parsed as infinity, NaN): answer as for an
+        message["id"] = None  # unreadable request, never by crashing with the other calls in flight
         return _dump(message)
 
 

@@ -703,3 +703,20 @@ def test_a_wedged_daemon_is_noticed_by_its_missing_acks_but_a_slow_verdict_is_no
     assert not rig.relay.awaiting_acks
     rig.lose_daemon()
     assert not rig.relay.awaiting_acks
+
+
+@pytest.mark.parametrize("raw_id", ["1e999", "-1e999", "NaN", "Infinity"])
+def test_refused_call_with_a_non_finite_id_is_answered_not_a_crash(raw_id: str) -> None:
+    """`1e999` parses as infinity, which JSON cannot write back: the refusal answers with id null (as for
+    an unreadable request) instead of stopping the shim and every call in flight with it."""
+    rig = Rig()
+    rig.lose_daemon()  # every call is refused at once
+    call_line = (
+        b'{"jsonrpc":"2.0","id":' + raw_id.encode() + b',"method":"tools/call","params":{"name":"t"}}\n'
+    )
+    rig.client(call_line)
+    rig.client(request(2, "tools/call", {"name": "t", "arguments": {}}))
+    assert rig.to_upstream == []
+    answers = [json.loads(x) for x in rig.to_client]
+    assert [a["id"] for a in answers] == [None, 2]
+    assert all(a["result"]["isError"] is True for a in answers)

@@ -118,3 +118,22 @@ def test_check_request_accepts_valid() -> None:
         "verdict",
         7,
     )
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"op": "pins_accept", "id": 1},  # server missing
+        {"op": "vouch", "id": 1},  # text missing
+        {"op": "observe_text", "id": 1, "tool": "WebFetch"},  # text missing
+        {"op": "check_builtin", "id": 1, "tool": "Bash"},  # input missing
+        {"op": "approve", "id": 1},  # code missing
+        {"op": "answer", "id": 1, "code": "K7Q-F2M"},  # action missing
+        {"op": "tools", "id": 1, "tools": b"raw bytes"},  # bytes where a list is read
+    ],
+)
+def test_frame_missing_a_field_its_op_reads_is_a_protocol_error_not_a_crash(frame: dict[str, object]) -> None:
+    """A frame that passed the check used to reach a handler that read the absent field and raised
+    inside the daemon; every field that may not be nil is now required by the check itself."""
+    with pytest.raises(ProtocolError):
+        wire.check_request(frame)
