@@ -198,11 +198,34 @@ def _prefixes(doc: Doc, node: Node, key: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+# Python's regex compiler recurses once per nested group; a pattern for an argument needs a few levels.
+MAX_PATTERN_NESTING = 32
+_ESCAPE_OR_PAREN = re.compile(r"\\.|\[(?:\\.|[^\]\\])*\]|[()]")
+
+
+def _group_nesting(pattern: str) -> int:
+    """How deep the groups of a regex nest (escapes and character classes skipped), read before compiling."""
+    depth = deepest = 0
+    for m in _ESCAPE_OR_PAREN.finditer(pattern):
+        piece = m.group(0)
+        if piece == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif piece == ")":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def _patterns(doc: Doc, node: Node, key: str) -> Mapping[str, str]:
     out: dict[str, str] = {}
     for name, _knode, vnode in doc.mapping(node, key, "a mapping of parameter: regex"):
         sub = f"{key}.{name}"
         pattern = doc.string(vnode, sub)
+        nesting = _group_nesting(pattern)
+        if nesting > MAX_PATTERN_NESTING:
+            raise doc.error(
+                vnode, sub, f"regular expression nests {nesting} groups deep (at most {MAX_PATTERN_NESTING})"
+            )
         try:
             re.compile(pattern)
         except re.error as exc:

@@ -17,6 +17,7 @@ Scalars are typed by the safe loader's own resolver, so `yes`/`no`/`on`/`off` ar
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,11 @@ MAX_POLICY_BYTES = 1024 * 1024
 # Aliases let a small file expand into a huge tree ("billion laughs"). Walking stops after this many
 # nodes: a megabyte of hand-written YAML composes to far fewer.
 MAX_NODES = 200_000
+# PyYAML composes recursively, one Python frame (or more) per level of nesting, so depth is checked
+# before composing: a hand-written policy nests five or six levels; 64 is far past any real one and far
+# below the interpreter's recursion limit.
+MAX_NESTING = 64
+_FLOW_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class _Loader(yaml.SafeLoader):
@@ -145,6 +151,11 @@ def parse(text: str, filename: str) -> Doc:
     """Compose one YAML document. An empty file composes to `root=None`."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_POLICY_BYTES:
         raise PolicyError(f"{filename}:1: (document): larger than {MAX_POLICY_BYTES} bytes")
+    deep = _too_deep(text)
+    if deep is not None:
+        raise PolicyError(
+            f"{filename}:{deep}: (document): nested more than {MAX_NESTING} levels deep; a policy needs a few"
+        )
     try:
         loader = _Loader(text)  # the reader rejects control characters already here
         root = loader.get_single_node()
@@ -153,6 +164,33 @@ def parse(text: str, filename: str) -> Doc:
         line = mark.line + 1 if mark is not None else 1
         raise PolicyError(f"{filename}:{line}: (document): not valid YAML: {_problem(exc)}") from None
     return Doc(filename, root, loader)
+
+
+def _too_deep(text: str) -> int | None:
+    """The line where nesting passes `MAX_NESTING` (block indentation, `- - -` items, flow brackets, each
+    counted the way the composer recurses), or None. Brackets inside quoted strings count too: a policy
+    that holds 64 of them in one string is refused with the others, which costs nothing real."""
+    depth = 0
+    for m in _FLOW_BRACKETS.finditer(text):
+        depth += 1 if m.group(0) in "[{" else -1
+        if depth > MAX_NESTING:
+            return text.count("\n", 0, m.start()) + 1
+    indents: list[int] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        rest = line.lstrip(" ")
+        if not rest or rest.startswith("#"):
+            continue
+        indent = len(line) - len(rest)
+        while indents and indents[-1] >= indent:
+            indents.pop()
+        indents.append(indent)
+        items = 0
+        while rest.startswith("- ") or rest == "-":
+            items += 1
+            rest = rest[2:].lstrip(" ")
+        if len(indents) + items > MAX_NESTING:
+            return number
+    return None
 
 
 def is_null(node: yaml.Node) -> bool:

@@ -673,3 +673,21 @@ def test_format_effective_without_tools_lists_the_named_tools_and_packs() -> Non
     assert "max_calls: forbidden (0)  [u.yaml:2]" in text
     assert "server gmail: packs gmail" in text
     assert "gmail: 9 tools, checked against @gongrzhe/server-gmail-autoauth-mcp 1.1.11" in text
+
+
+def test_policy_nested_ten_thousand_deep_is_an_error_naming_the_file_not_a_recursion_crash() -> None:
+    for text in (
+        "tools:\n  send_email:\n    trusted_destinations: " + "[" * 10_000 + "]" * 10_000 + "\n",
+        "".join(" " * i + f"k{i}:\n" for i in range(1_000)),
+    ):
+        with pytest.raises(PolicyError) as caught:
+            load_policy(text, "deep.yaml")
+        assert "deep.yaml:" in str(caught.value) and "nested more than" in str(caught.value)
+
+
+def test_regex_with_500_nested_groups_is_an_error_naming_the_key_not_a_recursion_crash() -> None:
+    text = "tools:\n  t:\n    arg_patterns:\n      to: '" + "(" * 500 + "a" + ")" * 500 + "'\n"
+    with pytest.raises(PolicyError) as caught:
+        load_policy(text, "re.yaml")
+    assert "re.yaml:" in str(caught.value) and "arg_patterns.to" in str(caught.value)
+    assert "nests 500 groups" in str(caught.value)
