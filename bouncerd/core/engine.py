@@ -426,12 +426,7 @@ class Engine:
 
     def trust(self, call: ToolCall, rule: ToolRule) -> sinkgate.Trust:
         """Everything that makes a destination trusted for this call: vouched, approved, allowlisted."""
-        why: dict[str, str] = {}
-        for d in self.session(call.session).vouched:
-            why[d] = "typed by you in this session"
-        for d in self.approvals.trusted_for(call.session, call.server.name, call.tool):
-            for k in canon.keys(d, exact=True):
-                why[k] = "approved for this session"
+        why = dict(self._session_trust(call).why)
         for d in rule.trusted_destinations:
             for k in canon.keys(d):
                 why[k] = "allowlisted"

@@ -89,13 +89,12 @@ scans are few, gated by cheap ones, and the per-token Python work runs only on c
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import re
 from functools import lru_cache
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
-from bouncerd.core import fold
+from bouncerd.core import fold, url
 
 MIN_KEY_CHARS = 6  # shorter tokens ("a@b.c", "x.io") collide with ordinary text too often
 MAX_KEY_CHARS = 320  # an e-mail is at most 254 characters; longer URL keys end in a digest
@@ -184,27 +183,22 @@ def ipv4_number_host(host: str) -> str | None:
 
 
 def ipv6_keys(literal: str) -> list[str]:
-    """The keys of an IPv6 address (brackets optional): `[RFC 5952 form]`, and for an IPv4-mapped
-    address its IPv4 address too; [] if it is not one. Hex groups are never written as dotted IPv4
-    (`[::ffff:a00:1]`), as WHATWG serialises them, whichever Python version runs."""
+    """The keys of an IPv6 address (brackets optional): the bracketed form WHATWG serialises (`url`,
+    the one IP reader: RFC 5952, IPv4-mapped written in hex as `[::ffff:a00:1]`), and for an IPv4-mapped
+    address its IPv4 address too; [] if it is not one. A zone (`%eth0`) is dropped."""
     text = literal[1:-1] if literal[:1] == "[" and literal[-1:] == "]" else literal
-    try:
-        value = int(ipaddress.IPv6Address(text.split("%", 1)[0]))
-    except ValueError:
+    host = url.parse_host("[" + text.split("%", 1)[0] + "]")
+    if host is None or not host.startswith("["):
         return []
-    groups = [(value >> (112 - 16 * i)) & 0xFFFF for i in range(8)]
-    best, best_len, run = -1, 1, 0  # the longest run of zero groups (of two or more), leftmost on ties
-    for i, g in enumerate(groups):
-        run = run + 1 if g == 0 else 0
-        if run > best_len:
-            best, best_len = i - run + 1, run
-    hexes = [f"{g:x}" for g in groups]
-    if best >= 0:  # the longest run of zero groups becomes "::"
-        hexes[best : best + best_len] = ["", ""] if best in (0, 8 - best_len) else [""]
-    keys = ["[" + (":".join(hexes) if best_len < 8 else "::") + "]"]
-    if value >> 32 == 0xFFFF:
-        keys.append(".".join(str((value >> shift) & 255) for shift in (24, 16, 8, 0)))
+    keys = [host]
+    m = _MAPPED_IPV4.fullmatch(host)
+    if m is not None:
+        high, low = int(m.group(1), 16), int(m.group(2), 16)
+        keys.append(f"{high >> 8}.{high & 255}.{low >> 8}.{low & 255}")
     return keys
+
+
+_MAPPED_IPV4 = re.compile(r"\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]")
 
 
 # ---- keys of one token -----------------------------------------------------------------------------

@@ -307,19 +307,27 @@ class Relay:
         invalid = None
         if not isinstance(arguments, dict):  # judged anyway, so the refusal is audited
             arguments, invalid = {}, "the call's arguments are not a JSON object, so they cannot be checked."
-        state = self._sync.state
-        if self._outbox.observations_lost:
-            reason = jsonrpc.LOST_REASON
-        elif state is LinkState.DOWN:
-            reason = jsonrpc.UNREACHABLE_REASON
-        elif (retry := self.asking.retry(message, params)) is not None and retry.ours and not retry.forward:
-            reason = "the call cannot be re-written without Bouncer's approval state, so it is not sent."
-        else:
-            held = Held(key, request_id, line, name, arguments, retry, invalid)
-            if not self._held.hold(held, link_up=state is LinkState.UP):
-                self._refuse(key, request_id, jsonrpc.UNENCODABLE_REASON)
-            return
+        reason = self._link_refusal()
+        if reason is None:
+            if (retry := self.asking.retry(message, params)) is not None and retry.ours and not retry.forward:
+                reason = "the call cannot be re-written without Bouncer's approval state, so it is not sent."
+            else:
+                self._hold(Held(key, request_id, line, name, arguments, retry, invalid))
+                return
         self._refuse(key, request_id, reason)
+
+    def _link_refusal(self) -> str | None:
+        """Why no verdict can be had now (observations lost, the daemon down), or None."""
+        if self._outbox.observations_lost:
+            return jsonrpc.LOST_REASON
+        if self._sync.state is LinkState.DOWN:
+            return jsonrpc.UNREACHABLE_REASON
+        return None
+
+    def _hold(self, held: Held) -> None:
+        """Hold a request for its verdict; refused at once if the request cannot be encoded."""
+        if not self._held.hold(held, link_up=self._sync.state is LinkState.UP):
+            self._refuse(held.key, held.request_id, jsonrpc.UNENCODABLE_REASON)
 
     def _gate_message(
         self, key: IdKey, request_id: Any, method: str, kind: str, params: Any, line: bytes
@@ -333,17 +341,11 @@ class Relay:
             params, invalid = {}, "the request's params are not a JSON object, so they cannot be checked."
         elif "_meta" in params:  # the protocol's own fields (versions, client info): not the agent's data
             params = {k: v for k, v in params.items() if k != "_meta"}
-        state = self._sync.state
-        if self._outbox.observations_lost:
-            reason = jsonrpc.LOST_REASON
-        elif state is LinkState.DOWN:
-            reason = jsonrpc.UNREACHABLE_REASON
+        reason = self._link_refusal()
+        if reason is None:
+            self._hold(Held(key, request_id, line, method, params, None, invalid, kind))
         else:
-            held = Held(key, request_id, line, method, params, None, invalid, kind)
-            if not self._held.hold(held, link_up=state is LinkState.UP):
-                self._refuse(key, request_id, jsonrpc.UNENCODABLE_REASON)
-            return
-        self._refuse(key, request_id, reason)
+            self._refuse(key, request_id, reason)
 
     def _gate_answer(self, message: dict[str, Any], line: bytes) -> bool:
         """Hold the client's answer to a server request that carries its data upstream (a sampling
@@ -353,17 +355,13 @@ class Relay:
         result = message.get("result")
         if key is None or method is None or not isinstance(result, dict):
             return False
-        state = self._sync.state
         fields = {k: v for k, v in result.items() if k != "_meta"}
         held = Held(
             (ANSWER_KEY_PREFIX + key[0], key[1]), message["id"], line, method, fields, None, None, "answer"
         )
-        if (
-            self._outbox.observations_lost
-            or state is LinkState.DOWN
-            or not self._held.hold(held, link_up=state is LinkState.UP)
-        ):
-            self._refuse_answer(held, jsonrpc.UNREACHABLE_REASON)
+        reason = self._link_refusal()
+        if reason is not None or not self._held.hold(held, link_up=self._sync.state is LinkState.UP):
+            self._refuse_answer(held, reason or jsonrpc.UNENCODABLE_REASON)
         return True
 
     def _refuse_answer(self, held: Held, reason: str) -> None:

@@ -12,20 +12,10 @@ from typing import Any
 from bouncer_shim import sync
 from bouncer_shim.actions import Action, SendDaemon
 from bouncer_shim.sync import LinkState, LinkSync
+from test_relay import HELLO
 
 from bouncerd import wire
 
-HELLO = {
-    "version": wire.PROTOCOL_VERSION,
-    "role": "shim",
-    "session": "test",
-    "server": "mail",
-    "upstream": ["mail-server"],
-    "policy_path": None,
-    "instance": "abcd",
-    "pid": 1,
-    "client_pid": 2,
-}
 OBSERVE = {"seq": 0, "kind": "other", "payload": b"x"}
 VERDICT = {"request_id": 1, "tool": "t", "arguments": {}}
 CLIENT = {"name": "claude-code", "version": "2", "protocol": "2025-11-25", "capabilities": None}
