@@ -113,3 +113,13 @@ def check_private_dir(path: Path) -> None:
             f"{path} has mode {stat.S_IMODE(st.st_mode):04o}; it must not be accessible by group or others "
             f"(fix: chmod 700 {path})"
         )
+
+
+def entry_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables a client's server entry must carry so that a shim the client starts with a
+    stripped environment (Codex passes only HOME and PATH) finds the same daemon as this process.
+    Empty when the defaults are in force. `bouncerctl init` writes these into the entry's `env`."""
+    home = environ.get("BOUNCER_HOME")
+    if home:
+        return {"BOUNCER_HOME": str(Path(home).expanduser().absolute())}
+    return {}
