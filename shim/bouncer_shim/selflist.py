@@ -10,8 +10,9 @@ the list:
 
 - The list is *known* once a complete listing has passed: the client's own (`ToolList.client_page`:
   every page of a chain that began without a cursor) or the shim's. A
-  ``notifications/tools/list_changed`` makes it stale (`stale`): the next call lists again, so a tool changed since it was pinned is judged by its new form (and refused) even when
-  the client never lists again.
+  ``notifications/tools/list_changed`` makes it stale (`stale`): the next call lists again, so a tool
+  changed since it was pinned is judged by its new form (and refused) even when the client never
+  lists again.
 - The shim's request ids are ``bouncer-tools-<64 random bits>-<n>`` (`claims`): no client can predict
   them, their responses are consumed (never relayed, never observed) and a client request using the
   space is refused by the relay. Only the id of the page in flight is read; a late answer is dropped.
