@@ -11,7 +11,8 @@ and carries out what `take_actions` returns, in order: `SendClient`, `SendUpstre
 The relay is the composition of smaller machines, and routes messages between them: `LinkSync`
 (sync.py: the link's state, every request to bouncerd and its reply, the resync after a connect),
 `Outbox` (outbox.py: server output numbered, observed, released in order, replayed), `HeldCalls`
-(held.py: calls waiting for a verdict) and `Asking` (asking.py: questions to a person). Two kinds of
+(held.py: calls waiting for a verdict), `SelfLister` (selflist.py: the shim's own tools/list) and
+`Asking` (asking.py: questions to a person). Two kinds of
 asking meet here, and the names keep them apart: the relay *requests* a verdict (or any op) from
 bouncerd; a verdict of ``ask`` makes it *ask a person* through the client.
 
@@ -22,16 +23,19 @@ might read another message), are answered with a JSON-RPC error and never forwar
 ``client`` op (again only when it changes). Requests are remembered by id so responses can be
 classified. A ``tools/call`` is *held*: only the daemon's ``allow`` forwards the original line;
 anything else answers with a ``[bouncer blocked]`` tool result and the server never sees the call (a
-``tools/call`` without an id is dropped). A ``notifications/cancelled`` naming a held call drops the
+``tools/call`` without an id is dropped). A call on a server whose tools the shim has not seen
+listed (or that announced ``notifications/tools/list_changed`` since) waits while the shim lists them
+itself (selflist.py), so bouncerd judges it against the server's full, current list. A
+``notifications/cancelled`` naming a held call drops the
 call and itself. Batches (JSON arrays; removed from MCP in 2025-06-18) are split and each element
 handled as if it came alone, so a batch cannot smuggle a call past the gate; those elements, and a
 retry stripped of Bouncer's requestState, are the only things the relay re-serialises. A verdict of
 ``ask`` puts a question to a person (asking.py): ``elicitation/create`` (the call stays held until
 the ``answer`` op's verdict), an ``input_required`` result, or a refusal naming a one-time code.
 
-Server to client. Every line goes through the outbox; a ``tools/list`` result is also remembered
-for the resync. Lines of a megabyte or more are classified from their envelope (envelope.py), not
-parsed whole.
+Server to client. Every line goes through the outbox but the answers to the shim's own tools/list;
+a ``tools/list`` result is also remembered for the resync and reported with the pages before it.
+Lines of a megabyte or more are classified from their envelope (envelope.py), not parsed whole.
 
 The daemon away. While the link is CONNECTING calls are held and outputs queued. While it is
 SYNCING calls wait for the resync. While it is DOWN every call is refused at once (fail closed) and

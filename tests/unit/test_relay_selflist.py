@@ -16,7 +16,9 @@ from bouncer_shim import selflist
 from bouncer_shim.jsonrpc import UNREACHABLE_REASON
 from bouncer_shim.lines import OversizedLine
 from bouncer_shim.selflist import MAX_PAGES, MAX_TOOLS, RESERVED_ID_MESSAGE
-from test_relay import Rig, blocked_text, call, line, request, result
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_relay import Rig, blocked_text, call, json_values, line, request, result
 
 TOOLS = [{"name": "read_email", "inputSchema": {"type": "object"}}]
 META = {
@@ -272,3 +274,31 @@ def test_a_call_cancelled_while_it_waits_for_the_list_is_never_forwarded_nor_ans
     rig.answer_all()
     assert rig.to_client == [] and rig.pending("verdict") == [] and len(rig.to_upstream) == 1
     assert rig.relay.held_bytes == 0
+
+
+pages = st.fixed_dictionaries(
+    {"tools": st.lists(json_values, max_size=3)},
+    optional={"nextCursor": st.one_of(st.text(max_size=2), json_values)},
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(pages, json_values), min_size=1, max_size=MAX_PAGES + 2), st.booleans())
+def test_any_answers_to_the_shims_listing_are_never_relayed_and_end_in_a_verdict_or_a_refusal(
+    results: list[Any], errors: bool
+) -> None:
+    """Whatever a hostile server answers (results of any shape, cursors, errors), the client sees only
+    its call's outcome, and the relay never raises."""
+    rig = Rig(listed=False)
+    rig.client(call(1, "read_email", {}))
+    for value in results:
+        if rig.to_client or rig.pending("tools"):
+            break
+        key = "error" if errors and not isinstance(value, dict) else "result"
+        rig.upstream(line({"jsonrpc": "2.0", "id": own_requests(rig)[-1]["id"], key: value}))
+    rig.answer_all()
+    seen = [json.loads(data) for data in rig.to_client]
+    assert all(m.get("id") == 1 for m in seen) and len(seen) <= 1
+    forwarded = call(1, "read_email", {}) in rig.to_upstream
+    assert len([outcome for outcome in (seen, forwarded) if outcome]) <= 1  # answered once at most
+    assert seen or forwarded or rig.relay.held_bytes > 0  # else still waiting for its next page
