@@ -525,7 +525,7 @@ class Relay:
                     self._server_requests[key] = method
             elif "id" in message and ("result" in message or "error" in message):
                 if self._lister.tools.claims(message["id"]):  # the shim's own: never relayed
-                    self._lister.upstream_response(message)
+                    self._lister.upstream_response(message, len(line))
                     return
                 result = message.get("result")
                 paged = self._classify_response(out, message["id"], "result" not in message)

@@ -16,8 +16,8 @@ the list:
 - The shim's request ids are ``bouncer-tools-<64 random bits>-<n>`` (`claims`): no client can predict
   them, their responses are consumed (never relayed, never observed) and a client request using the
   space is refused by the relay. Only the id of the page in flight is read; a late answer is dropped.
-- Every page is followed (``nextCursor``) up to MAX_PAGES pages and MAX_TOOLS tools, within
-  LIST_TIMEOUT_SECONDS; an error, a malformed result, a repeated cursor or a bound passed fails the
+- Every page is followed (``nextCursor``) up to MAX_PAGES pages, MAX_TOOLS tools and MAX_LIST_BYTES,
+  within LIST_TIMEOUT_SECONDS; an error, a malformed result, a repeated cursor or a bound passed fails the
   listing (`Failed`: the reason each waiting call is refused with) and the next call tries again.
 - In the 2026-07-28 era every request carries the client's envelope in ``_meta``: the shim's copy the
   protocol version, client info and capabilities of the call that needed the list.
@@ -40,6 +40,7 @@ from typing import Any, Final
 from bouncer_shim import jsonrpc
 from bouncer_shim.actions import Action, SendUpstream
 from bouncer_shim.held import Held, HeldCalls
+from bouncer_shim.lines import MAX_LINE_BYTES
 from bouncer_shim.sync import MAX_REMEMBERED_TOOLS, LinkState, LinkSync
 
 ID_PREFIX: Final = "bouncer-tools-"
@@ -50,6 +51,10 @@ ID_RANDOM_BYTES: Final = 8
 MAX_PAGES: Final = 100
 # Tools accepted over all pages: what the link remembers for a resync (sync.MAX_REMEMBERED_TOOLS).
 MAX_TOOLS: Final = MAX_REMEMBERED_TOOLS
+# Bytes of all pages together (what the shim holds while it lists). The list goes to bouncerd in one
+# frame (wire.MAX_FRAME_BYTES, 72 MiB), so more could never be reported; real lists are far under a
+# megabyte (about 2 KB a tool).
+MAX_LIST_BYTES: Final = MAX_LINE_BYTES
 # The whole listing, every page: a server lists its tools in milliseconds (npx-started ones a few
 # seconds after start-up, and we only list after initialize). Clients give up on a call after 60 s
 # (the TypeScript SDK's default), so the refusal with its reason must come well before that.
@@ -85,8 +90,8 @@ class Knowledge(enum.Enum):
 class ToolList:
     """The shim's knowledge of the tool list and its own paged listing (no link, no held calls)."""
 
-    __slots__ = ("_chain", "_count", "_current", "_cursors", "_deadline", "_meta", "_pages", "_stale",
-                 "_tools", "prefix", "state")  # fmt: skip
+    __slots__ = ("_bytes", "_chain", "_count", "_current", "_cursors", "_deadline", "_meta", "_pages",
+                 "_stale", "_tools", "prefix", "state")  # fmt: skip
 
     def __init__(self, token: bytes | None = None) -> None:
         random = token if token is not None else os.urandom(ID_RANDOM_BYTES)
@@ -100,6 +105,7 @@ class ToolList:
         self._tools: list[Any] = []
         self._cursors: set[str] = set()
         self._pages = 0
+        self._bytes = 0
         self._deadline: float | None = None
 
     @property
@@ -140,43 +146,42 @@ class ToolList:
         """The first page's request (the listing is under way)."""
         self.state = Knowledge.LISTING
         self._stale = False
-        self._tools, self._cursors, self._pages = [], set(), 0
+        self._tools, self._cursors, self._pages, self._bytes = [], set(), 0, 0
         self._deadline = None
         self._meta = {k: meta[k] for k in ENVELOPE_KEYS if k in meta} if isinstance(meta, Mapping) else None
         return self._request(None)
 
-    def page(self, message: Mapping[str, Any]) -> bytes | list[Any] | Failed | None:
-        """The upstream's response to one of the shim's ids: the next page's request, the full list,
-        a failure, or None (a late answer to a listing already given up: dropped)."""
+    def page(self, message: Mapping[str, Any], size: int) -> bytes | list[Any] | Failed | None:
+        """The upstream's response (a line of `size` bytes) to one of the shim's ids: the next page's
+        request, the full list, a failure, or None (a late answer to a listing given up: dropped)."""
         if self.state is not Knowledge.LISTING or message.get("id") != self._current:
             return None
         result = message.get("result")
         if "result" not in message:
-            return self._fail(f"the server answered tools/list with an error ({_error_text(message)})")
+            return self.fail(f"the server answered tools/list with an error ({_error_text(message)})")
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-            return self._fail("the server's tools/list result holds no list of tools")
+            return self.fail("the server's tools/list result holds no list of tools")
         self._pages += 1
+        self._bytes += size
         self._tools.extend(result["tools"])
         if len(self._tools) > MAX_TOOLS:
-            return self._fail(f"the server lists more than {MAX_TOOLS} tools")
+            return self.fail(f"the server lists more than {MAX_TOOLS} tools")
+        if self._bytes > MAX_LIST_BYTES:
+            return self.fail(f"the server's tool list exceeds {MAX_LIST_BYTES} bytes")
         cursor = result.get("nextCursor")
         if not _more(cursor):
             if cursor is not None and cursor != "":
-                return self._fail("the server's tools/list result has a nextCursor that is not a string")
-            self._current = None
+                return self.fail("the server's tools/list result has a nextCursor that is not a string")
+            tools, self._tools, self._cursors, self._current = self._tools, [], set(), None
             self.state = Knowledge.REPORTING
-            return self._tools
+            return tools
         assert isinstance(cursor, str)
         if cursor in self._cursors:
-            return self._fail("the server's tools/list pages loop (a nextCursor came back)")
+            return self.fail("the server's tools/list pages loop (a nextCursor came back)")
         if self._pages >= MAX_PAGES:
-            return self._fail(f"the server's tool list runs past {MAX_PAGES} pages")
-        self._cursors.add(cursor)
+            return self.fail(f"the server's tool list runs past {MAX_PAGES} pages")
+        self._cursors.add(cursor)  # bounded with the pages: MAX_LIST_BYTES
         return self._request(cursor)
-
-    def fail(self, reason: str) -> Failed:
-        """The listing cannot go on (the answer was too long to read, bouncerd refused the list)."""
-        return self._fail(reason)
 
     def settled(self) -> None:
         """The list went where it goes (bouncerd acknowledged it, or the resync will carry it)."""
@@ -197,7 +202,7 @@ class ToolList:
             return None
         if now < self._deadline:
             return None
-        return self._fail(f"the server did not list its tools within {LIST_TIMEOUT_SECONDS:.0f} s")
+        return self.fail(f"the server did not list its tools within {LIST_TIMEOUT_SECONDS:.0f} s")
 
     def _request(self, cursor: str | None) -> bytes:
         request_id = f"{self.prefix}{self._count}"
@@ -215,10 +220,11 @@ class ToolList:
         assert line is not None  # a string id and a string cursor always serialise
         return line
 
-    def _fail(self, reason: str) -> Failed:
+    def fail(self, reason: str) -> Failed:
+        """The listing cannot go on (also: the answer was too long to read, bouncerd refused the list)."""
         self.state = Knowledge.UNKNOWN
         self._current = None
-        self._tools = []
+        self._tools, self._cursors = [], set()
         return Failed(reason)
 
 
@@ -298,9 +304,9 @@ class SelfLister:
             return  # 2025-11-25: a request before the session is initialized would be refused
         self._actions.append(SendUpstream(self.tools.start(self._meta)))
 
-    def upstream_response(self, message: Mapping[str, Any]) -> None:
-        """A response in the shim's id space (consumed: the client never sees it)."""
-        outcome = self.tools.page(message)
+    def upstream_response(self, message: Mapping[str, Any], size: int) -> None:
+        """A response in the shim's id space, a line of `size` bytes (consumed: the client never sees it)."""
+        outcome = self.tools.page(message, size)
         if isinstance(outcome, bytes):
             self._actions.append(SendUpstream(outcome))
         elif isinstance(outcome, Failed):

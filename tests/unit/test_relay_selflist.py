@@ -99,6 +99,19 @@ def test_more_tools_than_the_bound_are_refused() -> None:
     assert f"more than {MAX_TOOLS} tools" in blocked_text(rig.to_client[0])
 
 
+def test_pages_past_the_byte_bound_are_refused_so_a_server_cannot_grow_the_shim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(selflist, "MAX_LIST_BYTES", 10_000)  # the real bound is 64 MiB
+    rig = Rig(listed=False)
+    rig.client(call(1, "read_email", {}))
+    for page in range(5):
+        if rig.to_client:
+            break
+        answer_own(rig, {"tools": [{"name": f"t{page}", "description": "x" * 4000}], "nextCursor": f"{page}"})
+    assert len(own_requests(rig)) == 3 and "exceeds 10000 bytes" in blocked_text(rig.to_client[0])
+
+
 @pytest.mark.parametrize(
     ("answer", "why"),
     [
