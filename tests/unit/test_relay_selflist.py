@@ -315,3 +315,10 @@ def test_any_answers_to_the_shims_listing_are_never_relayed_and_end_in_a_verdict
     forwarded = call(1, "read_email", {}) in rig.to_upstream
     assert len([outcome for outcome in (seen, forwarded) if outcome]) <= 1  # answered once at most
     assert seen or forwarded or rig.relay.held_bytes > 0  # else still waiting for its next page
+
+
+def test_requests_that_are_not_tool_calls_do_not_wait_for_the_tool_list() -> None:
+    """Only a tools/call is judged against the pins; a resource read is judged at once."""
+    rig = Rig(listed=False)
+    rig.client(request(1, "resources/read", {"uri": "file:///notes.txt"}))
+    assert own_requests(rig) == [] and len(rig.pending("verdict")) == 1
