@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from bouncer_shim import jsonrpc
-from bouncer_shim.actions import Action, SendUpstream
+from bouncer_shim.actions import Action, Diagnose, SendUpstream
 from bouncer_shim.held import Held, HeldCalls
 from bouncer_shim.lines import MAX_LINE_BYTES
 from bouncer_shim.sync import MAX_REMEMBERED_TOOLS, LinkState, LinkSync
@@ -67,6 +67,10 @@ ENVELOPE_KEYS: Final = (
     jsonrpc.PROTOCOL_VERSION_KEY,
     jsonrpc.CLIENT_INFO_KEY,
     jsonrpc.CLIENT_CAPABILITIES_KEY,
+)
+WAITING_FOR_SESSION: Final = (
+    "a tools/call came before the session was initialized; it waits for the server's initialize result "
+    "and the client's notifications/initialized before Bouncer lists the server's tools to check it"
 )
 RESERVED_ID_MESSAGE: Final = "Invalid Request: ids starting with this prefix are reserved by bouncer-shim"
 
@@ -247,7 +251,7 @@ class SelfLister:
     """The relay's side of the shim's own listing: waiting calls, session readiness, the report."""
 
     __slots__ = ("_actions", "_answered", "_held", "_initialized", "_initializing", "_meta", "_refuse",
-                 "_sync", "tools")  # fmt: skip
+                 "_said_waiting", "_sync", "tools")  # fmt: skip
 
     def __init__(
         self,
@@ -266,6 +270,7 @@ class SelfLister:
         self._answered = False  # the upstream answered it
         self._initialized = False  # the client sent notifications/initialized
         self._meta: Any = None  # the _meta of the last call that waits (its 2026-07-28 envelope)
+        self._said_waiting = False
 
     @property
     def needed(self) -> bool:
@@ -301,6 +306,9 @@ class SelfLister:
         if self.tools.state is not Knowledge.UNKNOWN or not self._held.unlisted:
             return
         if not modern and self._initializing and not (self._answered and self._initialized):
+            if not self._said_waiting:  # a client that never sends it would wait without a word
+                self._said_waiting = True
+                self._actions.append(Diagnose(WAITING_FOR_SESSION))
             return  # 2025-11-25: a request before the session is initialized would be refused
         self._actions.append(SendUpstream(self.tools.start(self._meta)))
 

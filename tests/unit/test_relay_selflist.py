@@ -189,7 +189,7 @@ def test_a_legacy_call_before_the_session_is_initialized_waits_for_it() -> None:
     }
     rig.client(request(0, "initialize", params))
     rig.client(call(1, "read_email", {}))
-    assert own_requests(rig) == []
+    assert own_requests(rig) == [] and rig.diagnostics == [selflist.WAITING_FOR_SESSION]
     rig.upstream(result(0, {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {}}))
     rig.answer_all()
     assert own_requests(rig) == []
