@@ -51,6 +51,9 @@ Resolve = Callable[[str], str]
 # whose description or schema *changed* is never pinned automatically.
 FIRST_USE_WINDOW_SECONDS = 30.0
 
+# The live digest of a tool name listed more than once in different forms: matches no pin.
+DUPLICATED_TOOL = "duplicated"
+
 USER_SCOPE = "*user*"  # the taint scope key when taint_scope is `user`
 
 # Taint records per snapshot event: at ~100 bytes a record this keeps an event near 10 MB, far below
@@ -234,14 +237,29 @@ class Engine:
         changed: list[str] = []
         live: dict[str, str] = {}
         live_tools: dict[str, Mapping[str, Any]] = {}
+        duplicated: set[str] = set()
         for tool in tools:
             name = tool.get("name")
             if not isinstance(name, str):
                 continue
             digest = tool_digest(tool)
+            if name in live:
+                if live[name] != digest:
+                    duplicated.add(name)  # the agent reads every form; no one digest stands for them
+                continue
             live[name] = digest
             live_tools[name] = tool
+        for name in duplicated:
+            live[name] = DUPLICATED_TOOL
+        for name, digest in live.items():
+            tool = live_tools[name]
             pin = sp.pins.get(name)
+            if name in duplicated:
+                if pin is not None:
+                    changed.append(name)
+                else:
+                    unpinned.append(name)  # never pinned on first use: which form would be pinned?
+                continue
             if pin is None:
                 if window_open:
                     self._emit(
@@ -274,6 +292,8 @@ class Engine:
             if tools is not None and name not in tools:
                 continue
             digest = sp.live[name]
+            if digest == DUPLICATED_TOOL:
+                continue  # no one form to pin: the server must list the name once
             pin = sp.pins.get(name)
             if pin is None or pin.digest != digest:
                 self._emit(
@@ -292,6 +312,13 @@ class Engine:
     def _check_pin(self, call: ToolCall) -> Verdict | None:
         sp = self.servers.get(call.server.key)
         name = call.tool
+        if sp is not None and sp.live.get(name) == DUPLICATED_TOOL:
+            return Verdict(
+                "deny",
+                "pin.duplicate_tool",
+                f"server {call.server.name!r} lists tool {name!r} more than once with different "
+                f"descriptions or schemas; the agent reads every form, so none of them can be trusted",
+            )
         if sp is None or name not in sp.pins:
             return Verdict(
                 "deny",
