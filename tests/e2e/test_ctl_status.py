@@ -100,3 +100,18 @@ def test_status_reads_bouncer_home_at_call_time(daemon: Any) -> None:
     result = runner.invoke(main, ["status"], env={"BOUNCER_HOME": elsewhere})
     os.rmdir(elsewhere)
     assert result.exit_code == 3 and "is not running" in result.stderr
+
+
+def test_ctl_refuses_a_symlinked_runtime_dir_instead_of_following_it(daemon: Any) -> None:
+    """A runtime dir that is a symlink to a directory where some daemon answers: bouncerd and the shim
+    refuse it, and so must bouncerctl (it carries approvals and reloads to whoever listens there)."""
+    home = Path(tempfile.mkdtemp(prefix="b", dir="/tmp"))
+    try:
+        (home / "run").symlink_to(daemon.paths.runtime)
+        done = _ctl({**os.environ, "BOUNCER_HOME": str(home)}, "status", "--json")
+    finally:
+        (home / "run").unlink()
+        home.rmdir()
+    assert done.returncode == 3
+    assert done.stdout == ""
+    assert "is a symlink" in done.stderr and "not connecting" in done.stderr
