@@ -71,6 +71,9 @@ STARTING_GRACE_SECONDS: Final = 10.0
 # five bound the wait for one just started, during which a caller holds its request, not refuses it.
 AUTOSTART_WAIT_SECONDS: Final = 5.0
 AUTOSTART_POLL_SECONDS: Final = 0.05
+# A serving daemon answers a ping in microseconds; one still loading holds the hello until it serves.
+PING_TIMEOUT_SECONDS: Final = 1.0
+EXIT_ALREADY_RUNNING: Final = 4  # bouncerd.server.run.EXIT_ALREADY_RUNNING (not imported: anyio)
 # The record is a few numbers; anything longer is not ours.
 MAX_RECORD_BYTES: Final = 256
 
@@ -156,7 +159,7 @@ def _decide(paths: Paths, environ: Mapping[str, str], now: float) -> StartOutcom
                 f"(next in {wait:.0f} s)"
             )
         else:
-            message = f"bouncerd exited {since:.1f} s after it was started; the next start is in {wait:.1f} s"
+            message = f"bouncerd, started {since:.1f} s ago, is not running; next start in {wait:.1f} s"
         message += f"; its log says why: {paths.daemon_log}"
         last_line = _last_log_line(paths)
         if last_line:
@@ -195,29 +198,52 @@ def _spawn(paths: Paths, environ: Mapping[str, str], starts: int, now: float) ->
 
 def ensure_running(paths: Paths, environ: Mapping[str, str]) -> StartOutcome:
     """For one-shot callers (the hooks): start a daemon if needed and wait, up to
-    `AUTOSTART_WAIT_SECONDS`, until its socket accepts. RUNNING or STARTED once it does; otherwise the
-    last outcome (WAITING, FAILED, DISABLED, or STARTING/STARTED that never listened)."""
+    `AUTOSTART_WAIT_SECONDS`, until it answers a ping (a daemon binds its socket before it loads the
+    policy, so a socket that accepts is not yet one that serves). RUNNING or STARTED once it does;
+    otherwise the last outcome (WAITING, FAILED, DISABLED, or FAILED for one that never answered)."""
     import time
 
     deadline = time.monotonic() + AUTOSTART_WAIT_SECONDS
     outcome = start_daemon(paths, environ, now=time.time())
     started = outcome if outcome.kind == STARTED else None
     while outcome.kind in (STARTED, STARTING):
-        if socket_accepts(paths):
+        if _answers_ping(paths):
             return started or StartOutcome(RUNNING)
         if time.monotonic() >= deadline:
             break
         time.sleep(AUTOSTART_POLL_SECONDS)
-        child = started.process if started is not None else None
-        if child is None or child.poll() is not None:  # not ours, or ours exited: decide again
+        if started is not None and started.process is not None:
+            code = started.process.poll()
+            if code == EXIT_ALREADY_RUNNING:  # another daemon holds the lock: it is about to serve
+                started, outcome = None, StartOutcome(STARTING)
+            elif code is not None:  # ours exited: one start per call, the backoff paces the next
+                return StartOutcome(FAILED, _exited(paths, code))
+        elif outcome.kind == STARTING:  # someone else's start: take over if it is over
             outcome = start_daemon(paths, environ, now=time.time())
             if outcome.kind == STARTED:
                 started = outcome
             elif outcome.kind == RUNNING:
-                return started or outcome
+                return outcome
     if outcome.kind in (STARTED, STARTING):
         return StartOutcome(FAILED, f"bouncerd did not answer at {paths.socket} (see {paths.daemon_log})")
     return outcome
+
+
+def _exited(paths: Paths, code: int) -> str:
+    message = f"bouncerd exited with status {code} as it started; its log says why: {paths.daemon_log}"
+    last_line = _last_log_line(paths)
+    return f"{message} (last line: {last_line})" if last_line else message
+
+
+def _answers_ping(paths: Paths) -> bool:
+    from bouncerd.client import Client  # the wire codec: not for the shim's start-up
+
+    try:
+        with Client.connect(paths, role="ctl", timeout=PING_TIMEOUT_SECONDS) as client:
+            client.request("ping")
+    except BouncerError:
+        return False
+    return True
 
 
 def socket_accepts(paths: Paths) -> bool:

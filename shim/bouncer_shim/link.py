@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 # A daemon this shim started that exits with EXIT_ALREADY_RUNNING lost the start-up race to one
 # started elsewhere (a service, a person), which is then about to listen: wait this much longer.
 AUTOSTART_LOSER_GRACE_SECONDS: Final = 1.0
-EXIT_ALREADY_RUNNING: Final = 4  # bouncerd.server.run.EXIT_ALREADY_RUNNING (not imported: anyio)
 
 # Reconnect backoff: quick for a daemon restart (a service manager brings it back in well under a
 # second), doubling to a ceiling so a daemon that stays away costs one connect() every 2 s.
@@ -114,7 +113,7 @@ class DaemonLink:
     def poll(self, now: float) -> list[LinkEvent]:
         """Attempt a connection if one is due; start a daemon if none runs; reap one we started."""
         if self._daemon is not None and self._daemon.poll() is not None:
-            lost_race = self._daemon.returncode == EXIT_ALREADY_RUNNING
+            lost_race = self._daemon.returncode == autostart.EXIT_ALREADY_RUNNING
             self._daemon = None  # reaped: it failed (its log says why) or another daemon won the lock
             if self.sock is None and self._starting_until is not None:
                 self._starting_until = now + AUTOSTART_LOSER_GRACE_SECONDS if lost_race else None
