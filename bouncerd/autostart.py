@@ -260,13 +260,18 @@ def socket_accepts(paths: Paths) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` runs. A zombie does not (its starter may not have reaped it yet)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # someone's process: not ours to judge, so not a reason to start another
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[:1] not in ([b"Z"], [b"X"])
+    except OSError:
+        return True  # no /proc (macOS): kill(0) is all there is
 
 
 # ---- the start record -------------------------------------------------------------------------------
