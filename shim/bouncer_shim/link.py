@@ -139,8 +139,8 @@ class DaemonLink:
             self._schedule(now)
             if outcome.kind == autostart.WAITING and self._retry_at is not None:
                 self._retry_at = min(self._retry_at, now + max(outcome.retry_after, AUTOSTART_POLL_SECONDS))
-            if outcome.kind != autostart.WAITING or outcome.broken:
-                self._why_down = outcome.message
+            self._why_down = outcome.message
+            if outcome.kind != autostart.WAITING or outcome.broken:  # the countdown is not news
                 self._say(outcome.message)
         if self._first and (waited or not starting):
             self._first = False  # calls held for the first connection are refused from now on
@@ -157,7 +157,7 @@ class DaemonLink:
 
     @property
     def why_down(self) -> str | None:
-        """Why no daemon is being started (autostart disabled, failing starts), or None."""
+        """Why no daemon is coming yet (autostart off, failing starts and their log), or None."""
         return self._why_down
 
     def _schedule(self, now: float) -> None:

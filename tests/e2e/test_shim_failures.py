@@ -29,6 +29,8 @@ from typing import Any
 import pytest
 from bouncer_shim.lines import MAX_LINE_BYTES
 
+from bouncerd import autostart
+
 pytestmark = pytest.mark.e2e
 
 HERE = Path(__file__).resolve().parent
@@ -621,6 +623,29 @@ def test_daemon_killed_twice_within_seconds_is_restarted_for_every_shim_and_neve
                 os.kill(pid, signal.SIGTERM)
     assert log.count(" serving on ") == 3  # three daemons in all: the first and one per kill
     assert "already running" not in log  # no shim started a daemon that then lost the lock
+
+
+def test_daemon_that_keeps_failing_to_start_is_not_restarted_in_a_loop_and_the_refusal_says_why(
+    home: Path, shims: list[Shim]
+) -> None:
+    """A policy.yaml bouncerd refuses: three shims must not restart it as fast as they poll, and
+    the refused call must say why and where the log is, not only "unreachable"."""
+    (home / "config").mkdir(mode=0o700)
+    (home / "config" / "policy.yaml").write_text("servers:\n  echo:\n    no_such_key: 1\n")
+    clients = [start(shims, home, env={"BOUNCER_NO_AUTOSTART": ""}) for _ in range(3)]
+    for shim in clients:
+        initialize(shim)
+    deadline = time.monotonic() + RECOVERY_WAIT * 2
+    while "starts in a row" not in (text := blocked_text(clients[0].call("echo", {}))):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.1)
+    assert str(home / "state" / "bouncerd.log") in text and "no_such_key" in text
+    starts = int((home / "run" / "bouncerd.starts").read_text().split()[0])
+    log = (home / "state" / "bouncerd.log").read_text(errors="replace")
+    assert starts == autostart.GIVE_UP_AFTER_STARTS == log.count("refusing to start")
+    for shim in clients[1:]:  # every shim refuses alike, and none started a daemon of its own
+        assert "starts in a row" in blocked_text(shim.call("echo", {}))
+    assert int((home / "run" / "bouncerd.starts").read_text().split()[0]) == starts
 
 
 # ---- the same against the real bouncerd (the `daemon` fixture of conftest.py) ----------------------
