@@ -17,8 +17,8 @@ Theory of operation
    group), compact and fsync the journal, fsync the audit log, remove the socket (only one we bound,
    and only if the path still names it) and the lock file. Exit 0.
 
-Exit codes are part of the interface: the shim starts a daemon with plain ``bouncerd`` and treats
-`EXIT_ALREADY_RUNNING` as success (someone else's start won the race).
+Exit codes are part of the interface: `bouncerd.autostart` (the shim's and the hooks' start) treats
+`EXIT_ALREADY_RUNNING` as someone else's start having won the race, not as a failure.
 """
 
 from __future__ import annotations
