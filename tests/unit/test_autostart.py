@@ -125,3 +125,9 @@ def test_healthy_daemon_clears_the_record(paths: Paths) -> None:
     autostart.mark_healthy(paths)
     assert autostart.read_record(paths) == (0, 0.0, None)
     autostart.mark_healthy(paths)  # twice is fine
+
+
+def test_exit_code_of_a_daemon_that_lost_the_lock_is_the_daemons_own() -> None:
+    from bouncerd.server import run
+
+    assert autostart.EXIT_ALREADY_RUNNING == run.EXIT_ALREADY_RUNNING
