@@ -154,6 +154,7 @@ class Pump:
             now = self.clock()
             if self.link.sock is None:
                 self._on_link(self.link.poll(now))
+                self.relay.daemon_down_note = self.link.why_down
             if self.link.diagnostics:
                 self._say(self.link.diagnostics)
             self._check_daemon_answers(now)

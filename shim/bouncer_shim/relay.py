@@ -120,11 +120,15 @@ class Relay:
         "_server_requests",
         "_sync",
         "asking",
+        "daemon_down_note",
     )
 
     def __init__(self, hello: Mapping[str, Any], *, ask_token: bytes | None = None) -> None:
         self._actions: list[Action] = []  # shared with the machines below, emptied by take_actions
         self._sync = LinkSync(hello, self._actions)
+        # Why no daemon is coming (the pump copies `DaemonLink.why_down`: failing starts and where
+        # their log is, or autostart off), added to the refusal of calls made while it is down.
+        self.daemon_down_note: str | None = None
         self._outbox = Outbox(self._sync.request, self._actions)
         self._held = HeldCalls(self._sync.request)
         self._lister = SelfLister(self._sync, self._held, self._actions, self._refuse_held)
@@ -340,7 +344,8 @@ class Relay:
         if self._outbox.observations_lost:
             return jsonrpc.LOST_REASON
         if self._sync.state is LinkState.DOWN:
-            return jsonrpc.UNREACHABLE_REASON
+            note = self.daemon_down_note
+            return f"{jsonrpc.UNREACHABLE_REASON} ({note})" if note else jsonrpc.UNREACHABLE_REASON
         return None
 
     def _hold(self, held: Held) -> None:
