@@ -173,7 +173,7 @@ def rewrite(plan: Plan, shim: str, env: Mapping[str, str], undo: bool) -> None:
                 mcptoml.unwrap(doc, change.name, plan.record.entries[key])
             else:
                 record.entries[key] = mcptoml.wrap(doc, change.name, shim, env)
-        plan.rewrite = mc.Rewrite(mcptoml.dumps(doc), None, in_place=True)
+        plan.rewrite = mc.Rewrite(mcptoml.dumps(doc, plan.text), None, in_place=True)
         return
     assert plan.doc is not None
     changes = plan.changes

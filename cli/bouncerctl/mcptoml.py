@@ -26,6 +26,7 @@ without a record was set up by hand and is left alone. Streamable-HTTP servers (
 from __future__ import annotations
 
 import os.path
+import re
 from collections.abc import Mapping, Set
 from typing import Any
 
@@ -129,8 +130,14 @@ def unwrap(doc: tomlkit.TOMLDocument, name: str, record: Mapping[str, Any]) -> N
         raise mc.RewriteError(f"{name}: the undo record does not fit this entry ({exc})") from None
 
 
-def dumps(doc: tomlkit.TOMLDocument) -> str:
-    return tomlkit.dumps(doc)
+def dumps(doc: tomlkit.TOMLDocument, like: str) -> str:
+    """The document as text, with the line ends of `like`: tomlkit writes "\n" for a line it adds."""
+    text = tomlkit.dumps(doc)
+    if "\r\n" in like:
+        text = re.sub(r"(?<!\r)\n", "\r\n", text)
+    if not like.endswith("\n"):  # a line added at the end of a file without a final newline ends with one
+        text = text.removesuffix("\n").removesuffix("\r")
+    return text
 
 
 def entry_command(doc: tomlkit.TOMLDocument, name: str) -> Any:
