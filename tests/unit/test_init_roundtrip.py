@@ -175,7 +175,8 @@ def test_codex_init_then_undo_is_byte_identical(text: str) -> None:
     [
         '{"mcpServers":{"a":{"command":"x"}}}',
         '{\r\n\t"mcpServers": {\r\n\t\t"a": {"command": "x", "env": {}}\r\n\t}\r\n}',
-        '// c\n{\n  "servers": {\n    "a": {\n      "command": "x", /* keep */\n      "args": [],\n    },\n  },\n}\n',
+        '// c\n{\n  "servers": {\n    "a": {\n      "command": "x", /* keep */\n'
+        '      "args": [],\n    },\n  },\n}\n',
     ],
 )
 def test_edge_layouts_round_trip(text: str) -> None:
