@@ -231,7 +231,9 @@ def _candidates(client: str | None, config: Path | None, environ: Mapping[str, s
     return [loc for loc in every if client is None or loc.client == client]
 
 
-def _read_all(candidates: list[Location], explicit: bool, environ: Mapping[str, str]) -> list[Plan]:
+def _read_all(
+    candidates: list[Location], explicit: bool, environ: Mapping[str, str], *, none_ok: bool = False
+) -> list[Plan]:
     plans: list[Plan] = []
     errors: list[str] = []
     seen: set[Path] = set()
@@ -250,7 +252,7 @@ def _read_all(candidates: list[Location], explicit: bool, environ: Mapping[str, 
             errors.append(exc.message)
     if errors:
         raise InitError("nothing was changed:\n  " + "\n  ".join(errors))
-    if not plans:
+    if not plans and not none_ok:
         looked = "\n  ".join(tilde(loc.path, environ) for loc in candidates)
         raise InitError(f"no MCP client config found; looked at:\n  {looked}\nName one with --config FILE.")
     return plans
@@ -300,7 +302,9 @@ def init(
         raise click.UsageError("--client and --config cannot be used together")
     environ = os.environ
     candidates = _candidates(client, config, environ)
-    plans = _read_all(candidates, explicit=config is not None, environ=environ)
+    with_hooks = config is None and client in (None, "claude-code")
+    # --hooks alone is a request of its own: Claude Code's built-in tools need them with no MCP server
+    plans = _read_all(candidates, config is not None, environ, none_ok=with_hooks and bool(hooks))
     known = sorted({entry.name for plan in plans for entry in plan.entries})
     for plan in plans:
         select(plan, servers, undo)
@@ -331,7 +335,6 @@ def init(
     for plan in plans:
         click.echo("\n".join(summary(plan, undo, environ, env)))
     pending = [plan for plan in plans if plan.rewrite is not None]
-    with_hooks = config is None and client in (None, "claude-code")
     if not pending:
         what = "wrapped" if undo else "to wrap"
         click.echo(f"\nNothing to change: no {'stdio servers ' if not undo else 'servers '}{what}.")
