@@ -19,7 +19,10 @@ from bouncerctl import init_record
 from bouncerctl.app import main
 from click.testing import CliRunner, Result
 
-GEMINI = '{\n  // mine\n  "mcpServers": {\n    "fs": {"command": "npx", "args": ["-y", "srv"], "trust": true}\n  }\n}'
+GEMINI = (
+    '{\n  // mine\n  "mcpServers": {\n    "fs": {"command": "npx", "args": ["-y", "srv"], "trust": true}\n'
+    "  }\n}"
+)
 CODEX = (
     'model = "o3"  # the model\r\n\r\n[mcp_servers.fs]\r\ncommand = \'npx\'\r\nargs = [\r\n  "-y", # pkg\r\n'
     '  "srv",\r\n]\r\n\r\n[mcp_servers.fs.env]\r\nTOKEN = "t"\r\n\r\n[mcp_servers.web]\r\nurl = "https://x"\r\n'
@@ -194,7 +197,9 @@ def test_every_clients_file_comes_back_byte_for_byte(env: Env) -> None:
         ".claude.json": '{"numStartups":3,"mcpServers":{"a":{"command":"x","args":["1"]}}}',
         "project/.mcp.json": '{\n\t"mcpServers": {\n\t\t"a": {\n\t\t\t"command": "x"\n\t\t}\n\t}\n}\n',
         ".config/Claude/claude_desktop_config.json": '{\r\n  "mcpServers": {"a": {"command": "x"}}\r\n}',
-        ".cursor/mcp.json": '{\n    "mcpServers": {\n        "a": {"command": "x", "env": {"K": "v"}}\n    }\n}',
+        ".cursor/mcp.json": (
+            '{\n    "mcpServers": {\n        "a": {"command": "x", "env": {"K": "v"}}\n    }\n}'
+        ),
         "project/.vscode/mcp.json": '{\n  // c\n  "servers": {\n    "a": {"command": "x",},\n  },\n}\n',
         ".codeium/windsurf/mcp_config.json": '{"mcpServers": {"a": {"command": "x"}}}\n',
         ".gemini/settings.json": GEMINI,
