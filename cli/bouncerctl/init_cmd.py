@@ -158,6 +158,18 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str
             )
     if plan.changes and plan.location.caution:
         lines.append(f"  note: {plan.location.caution}")
+    if plan.fmt == JSON_RECORD and not undo:
+        stale = [
+            e.name
+            for e in plan.entries
+            if isinstance(v := plan.entry_value(e), dict) and mc.UPSTREAM_KEY in v
+        ]
+        if stale:
+            lines.append(
+                f'  note: {", ".join(stale)}: "{mc.UPSTREAM_KEY}" (from an earlier init) makes Gemini CLI '
+                "refuse this file; run `bouncerctl init --undo --client gemini`, then "
+                "`bouncerctl init --client gemini`"
+            )
     if undo:
         for change in plan.changes:
             entry = plan.entry_value(mc.Entry(change.block, change.name, mc.WRAPPED))

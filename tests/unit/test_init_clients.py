@@ -273,3 +273,26 @@ def test_help_names_every_client() -> None:
     out = CliRunner().invoke(main, ["init", "--help"], env={"HOME": os.devnull}).output
     for name in ("Claude Code", "Codex", "Cursor", "Gemini CLI", "VS Code", "Windsurf"):
         assert name in out
+
+
+def test_gemini_entry_from_an_earlier_init_is_restored_and_can_be_wrapped_again(env: Env) -> None:
+    """Stops: a Gemini file broken by an older init (x-bouncer-upstream) staying broken after init."""
+    old = json.dumps(
+        {
+            "mcpServers": {
+                "fs": {
+                    "command": "/old/bouncer-shim",
+                    "args": ["--name", "fs", "--", "npx"],
+                    "x-bouncer-upstream": {"command": "npx"},
+                }
+            }
+        },
+        indent=2,
+    )
+    path = env.write(".gemini/settings.json", old)
+    result = env.run("--client", "gemini", "--dry-run")
+    assert "makes Gemini CLI refuse this file" in result.stdout
+    assert env.run("--client", "gemini", "--undo", "--yes").exit_code == 0
+    assert json.loads(path.read_text())["mcpServers"]["fs"] == {"command": "npx"}
+    assert env.run("--client", "gemini", "--yes").exit_code == 0
+    assert "x-bouncer-upstream" not in path.read_text()
