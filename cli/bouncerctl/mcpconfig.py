@@ -5,11 +5,9 @@ Theory of operation
 Pure: text and values in, text and values out. `bouncerctl init` (init_cmd.py, init_files.py) does
 the file I/O.
 
-Parsing. Client configs are JSON; VS Code's are JSONC (comments and trailing commas). `parse` blanks
-comments and trailing commas to spaces (same length, newlines kept), so an offset in the blanked text
-is the same offset in the original, and so are the line and column `json.loads` reports for an
-error. `Node` then says where each object member's key and value sit (`Member`), reading members
-only along the paths asked for and letting json's C scanner find where each value ends.
+Parsing (`bouncerctl.jsonc`, re-exported here). Client configs are JSON; VS Code's and Gemini CLI's
+are JSONC (comments and trailing commas). Every parsed value knows where it sits in the text, so a
+rewrite touches only the bytes of the entries concerned.
 
 Classifying. Each entry of a server block (``mcpServers``, VS Code's ``servers``, and Claude Code's
 per-project ``projects.<path>.mcpServers``) is one of: a stdio server (`STDIO`, has a ``command``),
@@ -21,10 +19,15 @@ Rewriting changes only the text of the entries concerned:
 - wrap: inside the entry, the value of ``command`` becomes the shim's absolute path and ``args``
   becomes ``["--name", NAME, "--", COMMAND, *ARGS]`` (copied token by token from the original, so
   escapes survive); every other member (env, cwd, type, the client's own settings) stays where it
-  was, so the upstream still gets its environment and directory; and a member ``x-bouncer-upstream``
-  holding the entry's original text is appended, its continuation lines indented one level deeper.
+  was, so the upstream still gets its environment and directory; the variables init must pass
+  (`env`, from `bouncerd.paths.entry_env`) are added to ``env`` where the entry does not set them
+  (an ``env`` member is added if there is none); and a member ``x-bouncer-upstream`` holding the
+  entry's original text is appended, its continuation lines indented one level deeper. With
+  ``upstream=False`` (a client whose schema rejects unknown keys) that member is left out: init keeps
+  the original text in its undo record instead.
 - unwrap: the entry's text is replaced by the text of its ``x-bouncer-upstream`` value with that
-  level of indentation taken off again, so init then undo gives back the original bytes.
+  level of indentation taken off again (or by `Change.original`, the record's text), so init then
+  undo gives back the original bytes.
 Every rewrite is checked: the new text must parse to exactly the value that the same change applied
 to the parsed value gives. If it does not (an entry edited by hand into a shape the text edit does not
 expect), the document is re-serialised from that value with the file's detected indentation:
