@@ -114,6 +114,10 @@ def test_codex_toml_is_wrapped_and_undone_byte_for_byte(env: Env) -> None:
     assert fs["args"] == ["--name", "fs", "--", "npx", "-y", "srv"]
     assert fs["env"] == {"TOKEN": "t", "BOUNCER_HOME": str(env.bouncer)}
     assert b"\r\n" in path.read_bytes() and b"\n" not in path.read_bytes().replace(b"\r\n", b"")
+    wrapped = path.read_bytes()
+    again = env.run("--client", "codex", "--yes")
+    assert again.exit_code == 0 and "Nothing to change" in again.stdout  # idempotent
+    assert path.read_bytes() == wrapped
     assert env.run("--client", "codex", "--undo", "--yes").exit_code == 0
     assert path.read_bytes() == CODEX.encode()
 
