@@ -2,12 +2,13 @@
 
 Theory of operation
 -------------------
-Client configs are JSON; VS Code's and Gemini CLI's are JSONC (comments and trailing commas). `parse`
-blanks comments and trailing commas to spaces (same length, newlines kept), so an offset in the blanked
-text is the same offset in the original, and so are the line and column `json.loads` reports for an
-error. `Node` then says where each object member's key and value sit (`Member`), reading members only
-along the paths asked for and letting json's C scanner find where each value ends. mcpconfig.py edits
-configs through these offsets, so everything it does not touch keeps its bytes.
+Client configs are JSON; VS Code's are JSONC (comments and trailing commas), Gemini CLI's may hold
+comments. `parse` blanks comments and trailing commas to spaces (same length, newlines kept), so an
+offset in the blanked text is the same offset in the original, and so are the line and column
+`json.loads` reports for an error. `Node` then says where each object member's key and value sit
+(`Member`), reading members only along the paths asked for and letting json's C scanner find where each
+value ends. mcpconfig.py edits configs through these offsets, so everything it does not touch keeps its
+bytes.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ Theory of operation
 Pure: text and values in, text and values out. `bouncerctl init` (init_cmd.py, init_files.py) does
 the file I/O.
 
-Parsing (`bouncerctl.jsonc`, re-exported here). Client configs are JSON; VS Code's and Gemini CLI's
-are JSONC (comments and trailing commas). Every parsed value knows where it sits in the text, so a
-rewrite touches only the bytes of the entries concerned.
+Parsing (`bouncerctl.jsonc`, re-exported here). Client configs are JSON; VS Code's are JSONC
+(comments and trailing commas), Gemini CLI's may hold comments. Every parsed value knows where it
+sits in the text, so a rewrite touches only the bytes of the entries concerned.
 
 Classifying. Each entry of a server block (``mcpServers``, VS Code's ``servers``, and Claude Code's
 per-project ``projects.<path>.mcpServers``) is one of: a stdio server (`STDIO`, has a ``command``),
