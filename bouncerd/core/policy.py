@@ -24,6 +24,7 @@ guessed: the old design silently replaced a pack's entry with a null one, and re
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -361,7 +362,11 @@ def load_policy(text: str, filename: str, known_packs: Iterable[str] | None = No
         else:
             hint = suggest(name, TOP_KEYS)
             if not hint and name not in TOP_KEYS:
-                hint = "; tool entries go under tools: (or servers.NAME.tools:)"
+                hint = (
+                    "; tool entries go under tools: (or servers.NAME.tools:). A bouncer-mcp 0.1.x file "
+                    f"(tool names at the top level)? `bouncerctl policy migrate {shlex.quote(filename)}` "
+                    "moves them"
+                )
             raise doc.error(knode, name, "unknown key" + hint)
     return PolicyFile(filename, settings, setting_lines, forced, tools, tool_lines, servers)
 

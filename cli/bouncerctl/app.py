@@ -56,7 +56,7 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
         "bouncerctl.pins:pins",
         "Show or accept tool pins (trust on first use of name, description and schema).",
     ),
-    "policy": ("bouncerctl.policy_cmd:policy", "Check policy files."),
+    "policy": ("bouncerctl.policy_cmd:policy", "Check policy files; migrate a bouncer-mcp 0.1.x one."),
     "reload": (
         "bouncerctl.policy_cmd:reload",
         "Reload policy.yaml in the running daemon (a bad file keeps the policy in force).",

@@ -1,4 +1,4 @@
-"""``bouncerctl policy check FILE`` and ``bouncerctl reload``.
+"""``bouncerctl policy check FILE``, ``bouncerctl policy migrate FILE`` and ``bouncerctl reload``.
 
 `policy check` runs the daemon's own strict loader on a file, offline: it prints every error the
 daemon would give (file, line, key, reason) and exits 1, or prints the effective policy per tool.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from bouncerctl.common import RequestFailed, request
+from bouncerctl.policy_migrate import migrate
 from bouncerd.core.policy import format_effective, merge
 from bouncerd.errors import PolicyError
 from bouncerd.policyfiles import read_policy
@@ -17,7 +18,10 @@ from bouncerd.policyfiles import read_policy
 
 @click.group()
 def policy() -> None:
-    """Check policy files."""
+    """Check policy files; migrate a bouncer-mcp 0.1.x one."""
+
+
+policy.add_command(migrate)
 
 
 @policy.command("check")
