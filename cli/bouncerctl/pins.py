@@ -22,6 +22,7 @@ from bouncerctl.common import RequestFailed, local_clock, request
 
 MARKS = {"pinned": "ok", "changed": "CHANGED", "new": "NEW", "not listed": "UNLISTED"}
 MARK_WIDTH = max(len(mark) for mark in MARKS.values())
+MIN_WIDTH = 40  # below this a terminal is too narrow to fold into; lines are folded as if it were 40
 
 LEGEND = """\
 ok        the pin covers the form the server lists
@@ -52,13 +53,13 @@ def show(server: str | None, as_json: bool) -> None:
         click.echo("no server has listed its tools yet")
         return
     for srv in servers:
-        click.echo(f"{srv['name']}  ({' '.join(srv['upstream'])})")
+        click.echo(_wrapped(f"{srv['name']}  ({' '.join(srv['upstream'])})", ""))
         for tool in srv["tools"]:
             mark = MARKS.get(tool["state"], tool["state"].upper())
             click.echo(f"  {mark.ljust(MARK_WIDTH)}  {tool['name']}")
             if tool["state"] in ("changed", "new"):
                 for line in _waiting(tool):
-                    click.echo(" " * (MARK_WIDTH + 4) + line)
+                    click.echo(_wrapped(line, " " * (MARK_WIDTH + 4)))
         pending = [t["name"] for t in srv["tools"] if t["state"] in ("changed", "new")]
         if pending:
             click.echo(f"  to trust them: bouncerctl pins accept {srv['name']} {' '.join(pending)}")
@@ -72,7 +73,7 @@ def _waiting(tool: dict[str, Any]) -> list[str]:
     seen = tool.get("seen")
     if isinstance(seen, dict):
         client = seen.get("client") or "an unnamed client"
-        where = "listed now" if seen.get("listed_now") else "the server is not listing it now"
+        where = "in the server's latest list" if seen.get("listed_now") else "not in the server's latest list"
         lines.append(f"seen {local_clock(float(seen.get('ts') or 0))} by {client} ({where})")
     live = tool.get("live") or {}
     if tool["state"] == "changed" and isinstance(tool.get("pinned"), dict):
@@ -80,6 +81,20 @@ def _waiting(tool: dict[str, Any]) -> list[str]:
     else:
         lines += json.dumps(live, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
     return lines
+
+
+def _wrapped(line: str, indent: str) -> str:
+    """A diff or description line folded to the terminal's width, each piece under its +/- mark, so
+    nothing of a changed description is cut or lost off the edge."""
+    import shutil
+    import textwrap
+
+    width = max(MIN_WIDTH, shutil.get_terminal_size().columns) - len(indent)
+    if len(line) <= width:
+        return indent + line
+    mark = line[:1] if line[:1] in ("+", "-", " ") else ""
+    pieces = textwrap.wrap(line[len(mark) :], width - len(mark), drop_whitespace=False) or [""]
+    return "\n".join(indent + mark + piece for piece in pieces)
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
