@@ -384,7 +384,10 @@ class Daemon:
             **({"kind": kind} if kind != "tool" else {}),
             "verdict": verdict.verdict,
             "rule": verdict.rule,
-            "reason": verdict.reason,
+            # An ask's record keeps the reason without the `bouncerctl approve CODE` hint: the client
+            # may answer it itself, and the log must not offer a code for an ask already answered
+            # (the code is in its own field; `bouncerctl pending` lists the open ones).
+            "reason": decision.ask.pending.reason if decision.ask is not None else verdict.reason,
             "destination": verdict.destination,
             "provenance": provenance,
         }
@@ -394,6 +397,7 @@ class Daemon:
             record["arguments"] = call.arguments
         if asked:
             record["code"] = asked["code"]
+            self.approvals.remember_arguments(asked["code"], call.arguments)
         self.audit.append(record, now)
         session.counts[verdict.verdict] += 1
         self.maybe_compact()
