@@ -78,6 +78,7 @@ async def test_rug_pull_stays_under_review_after_disconnect_and_restart_and_ever
     assert report.exit_code == 0, report.output
     before = (tmp_path / "before.md").read_text(encoding="utf-8")
     assert "| `read_inbox` | changed |" in before
+    assert "| Findings | high 2," in before  # the tool waiting, and the calls it refused
 
     accepted = _ctl(daemon, "pins", "accept", "mail", "read_inbox")
     assert accepted.exit_code == 0, accepted.output
@@ -87,7 +88,10 @@ async def test_rug_pull_stays_under_review_after_disconnect_and_restart_and_ever
     after_show = _ctl(daemon, "pins", "show", "mail").stdout
     assert "ok        read_inbox" in after_show and INJECTED not in after_show
     _ctl(daemon, "report", "--format", "md", "-o", str(tmp_path / "after.md"))
-    assert "| `read_inbox` | pinned |" in (tmp_path / "after.md").read_text(encoding="utf-8")
+    after = (tmp_path / "after.md").read_text(encoding="utf-8")
+    assert "| `read_inbox` | pinned |" in after
+    assert "| Findings | high 0," in after  # the refused calls are history now, not a high finding
+    assert "calls were refused while a tool had changed" in after
 
     # What was accepted is exactly the form the server lists: the call now runs.
     with anyio.fail_after(TEST_TIMEOUT):
