@@ -43,11 +43,12 @@ def code(value: object) -> str:
         return "-"
     fence = "``" if "`" in text else "`"
     span = f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
-    odd = odd_chars(text)
+    original = str(value)  # before whitespace was folded: an odd space is a character to name too
+    odd = odd_chars(original)
     if odd:  # a look-alike renders like the letter it imitates: spell it in ASCII and name it
-        span += (
-            f" **non-ASCII:** `{ascii_spelling(text).replace('|', chr(92) + '|')}` ({cell('; '.join(odd))})"
-        )
+        spelled = ascii_spelling(original).replace("|", "\\|")
+        quoted = f"`` {spelled} ``" if "`" in spelled else f"`{spelled}`"
+        span += f" **non-ASCII:** {quoted} ({cell('; '.join(odd))})"
     return span
 
 
