@@ -65,23 +65,24 @@ def _expiry(expires: float) -> str:
     return f"{local_clock(expires)} (in {format_duration(left)})"
 
 
-def _arguments_lines(code: Mapping[str, Any]) -> list[str]:
+def _arguments_lines(code: Mapping[str, Any], width: int) -> list[str]:
     """The arguments that would leave, one per line, escaped; or why they cannot be shown."""
     from bouncerd.core.approvals import arguments_digest
 
+    label = "  " + "arguments".ljust(width) + "  "
     held = code.get("arguments")
     if not isinstance(held, dict):
         why = code.get("arguments_missing") or "this daemon does not send them"
-        return [f"  arguments  not shown: {why}"]
+        return [f"{label}not shown: {why}"]
     if arguments_digest(held) != code.get("digest"):  # never show a value the code does not bind
-        return ["  arguments  not shown: they do not match the code's digest"]
-    lines = ["  arguments  (the agent's, exactly as they would be sent; untrusted text, escaped)"]
+        return [f"{label}not shown: they do not match the code's digest"]
+    lines = [f"{label}(the agent's, exactly as they would be sent; untrusted text, escaped)"]
     for name, value in held.items():
         text = visible(json.dumps(value, ensure_ascii=False))
         if len(text) > MAX_SHOWN_ARGUMENT_CHARS:
             more = len(text) - MAX_SHOWN_ARGUMENT_CHARS
             text = text[:MAX_SHOWN_ARGUMENT_CHARS] + f"… ({more} more characters)"
-        lines.append(f"    {visible(str(name))} = {text}")
+        lines.append(f"    {' ' * width}{visible(str(name))} = {text}")
     return lines
 
 
@@ -100,7 +101,7 @@ def render(code: dict[str, Any], *, arguments: bool = False) -> str:
     lines = [f"Code {code['code']}  (session {visible(str(code['session']))})"]
     lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
     if arguments:
-        lines += _arguments_lines(code)
+        lines += _arguments_lines(code, width)
     lines += ["", str(code.get("question") or code.get("reason") or ""), ""]
     lines.append("Approving lets the agent retry this exact call (the same arguments) once.")
     return "\n".join(lines)

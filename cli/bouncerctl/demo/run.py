@@ -458,7 +458,8 @@ def _say_kept(demo: Demo, report: str | None) -> None:
     demo.say(f"  {kept['export']}\n", bold=True)
     demo.say("then try:")
     for command, why in TRY_AFTER:
-        demo.say(f"  {command.ljust(TRY_WIDTH)}  # {why}")
+        demo.say(f"  # {why}", dim=True)
+        demo.say(f"  {command}")
     if report:
         for path in report.split(", "):
             demo.say(f"  review pack: {path}")
@@ -473,7 +474,6 @@ TRY_AFTER = (
     ("bouncerctl pins accept helpdesk export_customers", "trust the new description"),
     ("bouncerctl report -o pack.html", "the review pack, again"),
 )
-TRY_WIDTH = max(len(command) for command, _ in TRY_AFTER)
 
 
 def _write_report(demo: Demo, paths: Any) -> str | None:
