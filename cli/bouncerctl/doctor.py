@@ -149,7 +149,7 @@ def check_service(environ: Mapping[str, str]) -> Check:
 
 
 def check_clients(environ: Mapping[str, str], cwd: Path) -> list[Check]:
-    from bouncerctl import init_cmd
+    from bouncerctl import init_cmd, init_plan
     from bouncerctl import mcpconfig as mc
 
     found: list[Check] = []
@@ -157,7 +157,7 @@ def check_clients(environ: Mapping[str, str], cwd: Path) -> list[Check]:
         if not location.path.exists():
             continue
         try:
-            plan = init_cmd.read_config(location)
+            plan = init_plan.read_config(location, environ)
         except (click.ClickException, BouncerError, ValueError) as exc:
             found.append((WARN, f"client {location.client}", f"{location.path}: {exc}"))
             continue

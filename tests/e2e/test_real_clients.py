@@ -280,10 +280,6 @@ def _raw_exchange(sandbox: Sandbox, messages: list[dict[str, object]], want_id: 
             proc.kill()
 
 
-@pytest.mark.xfail(
-    reason="needs shim self-listing: tools/call before any tools/list is refused today (issue 14 item 1)",
-    strict=True,
-)
 def test_raw_client_tools_call_before_any_tools_list_in_a_fresh_home_is_decided_on_its_merits(
     sandbox: Sandbox,
 ) -> None:
