@@ -22,14 +22,26 @@ from types import TracebackType
 from typing import Any
 
 from bouncerd import wire
-from bouncerd.errors import DaemonRequestError, DaemonUnavailableError, ProtocolError
-from bouncerd.paths import Paths
+from bouncerd.errors import DaemonRequestError, DaemonUnavailableError, ProtocolError, UnsafeDirectoryError
+from bouncerd.paths import Paths, check_private_dir
 
 # A local daemon answers in microseconds; a few seconds covers a daemon still replaying its journal
 # after a restart, and is short enough that a person at `bouncerctl` is not left waiting.
 DEFAULT_TIMEOUT_SECONDS = 5.0
 
 RECV_BYTES = 256 * 1024
+
+
+def check_runtime_dir(paths: Paths) -> None:
+    """DaemonUnavailableError unless `paths.runtime` is private; a missing one means no daemon."""
+    try:
+        check_private_dir(paths.runtime)
+    except FileNotFoundError:
+        raise DaemonUnavailableError(f"bouncerd is not running (no socket at {paths.socket})") from None
+    except UnsafeDirectoryError as exc:
+        raise DaemonUnavailableError(f"not connecting to bouncerd: {exc}") from None
+    except OSError as exc:
+        raise DaemonUnavailableError(f"cannot examine {paths.runtime}: {exc.strerror or exc}") from None
 
 
 class Client:
@@ -50,7 +62,13 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         **hello: Any,
     ) -> Client:
-        """Connect and say hello. `hello` adds fields (session, server, upstream, instance, ...)."""
+        """Connect and say hello. `hello` adds fields (session, server, upstream, instance, ...).
+
+        Given `Paths`, the runtime directory is first checked as the daemon and the shim check it (ours,
+        0700, not a symlink): a socket in a directory someone else controls could be theirs, and a ctl
+        connection carries approvals and policy reloads."""
+        if isinstance(where, Paths):
+            check_runtime_dir(where)
         path = where.socket if isinstance(where, Paths) else Path(where)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)

@@ -1,15 +1,35 @@
-"""Where Bouncer keeps its socket, state and policy.
+"""Where Bouncer keeps its socket, state and policy, found the same way by every process of a user.
 
+Theory of operation
+-------------------
 `BOUNCER_HOME=DIR` puts everything under DIR/run, DIR/state and DIR/config (tests always set it).
-Without it, platformdirs' per-user runtime, state and config directories are used. The environment
-is passed in, never read at import time. Shared by the daemon, the shim and the CLI, so it imports
-nothing heavy.
+Without it the directories follow the XDG base directory variables, read from the environment passed
+in (never os.environ), and fall back to places that depend only on the user, so that a shim started
+by a client that strips the environment (Codex passes only HOME and PATH) finds the same daemon as
+the `bouncerctl` in the user's shell:
+
+- runtime: ``$XDG_RUNTIME_DIR/bouncer``; else ``/run/user/UID/bouncer`` when ``/run/user/UID`` is a
+  directory of the user's, mode 0700, not a symlink (what logind makes, and what XDG_RUNTIME_DIR
+  names in a login session); else the fixed ``/tmp/bouncer-UID``, which `ensure_private_dir` creates
+  0700 or refuses (a symlink, someone else's, open to others): never a different directory per process.
+  On macOS the runtime default is ``~/Library/Caches/TemporaryItems/bouncer`` (platformdirs' choice;
+  macOS cleans /tmp of files unused for days, which would take the socket).
+- state: ``$XDG_STATE_HOME/bouncer``, else ``~/.local/state/bouncer``
+  (macOS ``~/Library/Application Support/bouncer``).
+- config: ``$XDG_CONFIG_HOME/bouncer``, else ``~/.config/bouncer`` (macOS as state).
+
+Relative XDG values are ignored, as the XDG specification says. ``~`` is ``$HOME``, else the
+password database's home of the user. These are platformdirs' defaults, computed here from the
+environment given so that `entry_env` can say which variables a stripped shim would miss.
+
+Shared by the daemon, the shim and the CLI, so it imports nothing heavy.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,6 +38,15 @@ from bouncerd.errors import UnsafeDirectoryError
 SOCKET_NAME = "bouncerd.sock"
 POLICY_NAME = "policy.yaml"
 AUDIT_NAME = "audit.jsonl"
+APP_NAME = "bouncer"
+
+# Where logind makes each user's runtime directory (/run/user/UID) on Linux.
+RUN_USER_ROOT = Path("/run/user")
+# The fixed fallback's parent. Not tempfile.gettempdir(): TMPDIR is one of the variables a client may
+# strip or set differently, and every process of the user must reach the same directory.
+FALLBACK_RUNTIME_ROOT = Path("/tmp")  # noqa: S108 -- the directory is created 0700 and checked
+# The variables that decide the directories; a stripped environment keeps only these.
+STRIPPED_KEEPS = ("HOME", "PATH")
 
 
 class Paths:
@@ -63,25 +92,106 @@ class Paths:
         return self.state / "bouncerd.log"
 
 
-def resolve(environ: Mapping[str, str]) -> Paths:
+def resolve(
+    environ: Mapping[str, str],
+    *,
+    uid: int | None = None,
+    run_user_root: Path = RUN_USER_ROOT,
+    fallback_root: Path = FALLBACK_RUNTIME_ROOT,
+    platform: str = sys.platform,
+) -> Paths:
+    """The directories for `environ`. `uid`, `run_user_root`, `fallback_root` and `platform` are the
+    machine's unless given (tests give them)."""
     home = environ.get("BOUNCER_HOME")
     if home:
         base = Path(home).expanduser().absolute()
         return Paths(runtime=base / "run", state=base / "state", config=base / "config")
-    import warnings
-
-    import platformdirs
-
-    with warnings.catch_warnings():
-        # Without XDG_RUNTIME_DIR platformdirs warns (unprefixed, on stderr) and falls back to a path
-        # under /tmp; ensure_private_dir then checks that directory like any other.
-        warnings.simplefilter("ignore")
-        runtime = platformdirs.user_runtime_dir("bouncer", appauthor=False)
-    return Paths(
-        runtime=Path(runtime),
-        state=Path(platformdirs.user_state_dir("bouncer", appauthor=False)),
-        config=Path(platformdirs.user_config_dir("bouncer", appauthor=False)),
+    uid = os.getuid() if uid is None else uid
+    runtime = runtime_dir(
+        environ, uid=uid, run_user_root=run_user_root, fallback_root=fallback_root, platform=platform
     )
+    return Paths(
+        runtime=runtime,
+        state=_xdg(environ, "XDG_STATE_HOME") or _default_base(environ, uid, platform, ".local/state"),
+        config=_xdg(environ, "XDG_CONFIG_HOME") or _default_base(environ, uid, platform, ".config"),
+    )
+
+
+def runtime_dir(
+    environ: Mapping[str, str],
+    *,
+    uid: int,
+    run_user_root: Path = RUN_USER_ROOT,
+    fallback_root: Path = FALLBACK_RUNTIME_ROOT,
+    platform: str = sys.platform,
+) -> Path:
+    """The runtime directory without BOUNCER_HOME (see the module's theory of operation)."""
+    xdg = _xdg(environ, "XDG_RUNTIME_DIR")
+    if xdg is not None:
+        return xdg
+    if platform == "darwin":
+        return _home(environ, uid) / "Library" / "Caches" / "TemporaryItems" / APP_NAME
+    run_user = run_user_root / str(uid)
+    try:
+        check_private_dir(run_user, uid=uid)
+    except (UnsafeDirectoryError, OSError):
+        return fallback_root / f"{APP_NAME}-{uid}"
+    return run_user / APP_NAME
+
+
+def _xdg(environ: Mapping[str, str], name: str) -> Path | None:
+    value = environ.get(name, "")
+    return Path(value) / APP_NAME if value and os.path.isabs(value) else None
+
+
+def _default_base(environ: Mapping[str, str], uid: int, platform: str, linux_default: str) -> Path:
+    if platform == "darwin":
+        return _home(environ, uid) / "Library" / "Application Support" / APP_NAME
+    return _home(environ, uid) / linux_default / APP_NAME
+
+
+def _home(environ: Mapping[str, str], uid: int) -> Path:
+    home = environ.get("HOME", "")
+    if home and os.path.isabs(home):
+        return Path(home)
+    import pwd  # only without HOME: what os.path.expanduser does then
+
+    try:
+        return Path(pwd.getpwuid(uid).pw_dir)
+    except KeyError:
+        raise UnsafeDirectoryError(f"HOME is not set and uid {uid} has no home directory") from None
+
+
+def entry_env(
+    environ: Mapping[str, str],
+    *,
+    uid: int | None = None,
+    run_user_root: Path = RUN_USER_ROOT,
+    fallback_root: Path = FALLBACK_RUNTIME_ROOT,
+    platform: str = sys.platform,
+) -> dict[str, str]:
+    """The variables a client's server entry must carry so that a shim the client starts with a
+    stripped environment (Codex passes only HOME and PATH) finds the same directories as this process.
+    Empty when the defaults are in force. `bouncerctl init` writes these into the entry's `env`."""
+    home = environ.get("BOUNCER_HOME")
+    if home:
+        return {"BOUNCER_HOME": str(Path(home).expanduser().absolute())}
+
+    def paths_for(env: Mapping[str, str]) -> Paths:
+        return resolve(
+            env, uid=uid, run_user_root=run_user_root, fallback_root=fallback_root, platform=platform
+        )
+
+    ours, stripped = paths_for(environ), paths_for({k: environ[k] for k in STRIPPED_KEEPS if k in environ})
+    needed: dict[str, str] = {}
+    for name, mine, theirs in (
+        ("XDG_RUNTIME_DIR", ours.runtime, stripped.runtime),
+        ("XDG_STATE_HOME", ours.state, stripped.state),
+        ("XDG_CONFIG_HOME", ours.config, stripped.config),
+    ):
+        if mine != theirs and environ.get(name):
+            needed[name] = environ[name]
+    return needed
 
 
 def ensure_private_dir(path: Path) -> None:
@@ -100,26 +210,19 @@ def ensure_private_dir(path: Path) -> None:
     check_private_dir(path)
 
 
-def check_private_dir(path: Path) -> None:
+def check_private_dir(path: Path, *, uid: int | None = None) -> None:
+    """Refuse `path` (UnsafeDirectoryError) unless it is a directory, not a symlink, owned by `uid`
+    (ours unless given) and closed to group and others. OSError if it cannot be examined."""
+    uid = os.getuid() if uid is None else uid
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         raise UnsafeDirectoryError(f"{path} is a symlink; refusing to use it for Bouncer's private files")
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafeDirectoryError(f"{path} is not a directory")
-    if st.st_uid != os.getuid():
-        raise UnsafeDirectoryError(f"{path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()})")
+    if st.st_uid != uid:
+        raise UnsafeDirectoryError(f"{path} is owned by uid {st.st_uid}, not by you (uid {uid})")
     if st.st_mode & 0o077:
         raise UnsafeDirectoryError(
             f"{path} has mode {stat.S_IMODE(st.st_mode):04o}; it must not be accessible by group or others "
             f"(fix: chmod 700 {path})"
         )
-
-
-def entry_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables a client's server entry must carry so that a shim the client starts with a
-    stripped environment (Codex passes only HOME and PATH) finds the same daemon as this process.
-    Empty when the defaults are in force. `bouncerctl init` writes these into the entry's `env`."""
-    home = environ.get("BOUNCER_HOME")
-    if home:
-        return {"BOUNCER_HOME": str(Path(home).expanduser().absolute())}
-    return {}

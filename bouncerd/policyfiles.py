@@ -17,7 +17,9 @@ from bouncerd.errors import PolicyError
 MAX_POLICY_BYTES = 1024 * 1024
 
 
-def read_policy(path: Path) -> PolicyFile:
+def read_policy(path: Path, errors: list[PolicyError] | None = None) -> PolicyFile:
+    """The policy file at `path`; PolicyError for the first problem, or, given an `errors` list, every
+    problem of the file's parts appended to it (see `load_policy`)."""
     try:
         st = path.stat()
         if st.st_size > MAX_POLICY_BYTES:
@@ -33,4 +35,4 @@ def read_policy(path: Path) -> PolicyFile:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    return load_policy(text, str(path))
+    return load_policy(text, str(path), errors=errors)

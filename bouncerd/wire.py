@@ -60,6 +60,7 @@ _INT = (int,)
 _OPT_STR = (str, type(None))
 _MAP = (dict,)
 _OPT_MAP = (dict, type(None))
+_OPT_BOOL = (bool, type(None))
 _LIST = (list,)
 _ID = (str, int, type(None))  # a JSON-RPC id: string, number, or absent
 
@@ -135,7 +136,9 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
     "pins": {"server": _OPT_STR},  # reply {"servers": [{name, upstream, tools: [{name, state, ...}]}]}
     "pins_accept": {"server": _STR, "tools": (list, type(None))},  # reply {"accepted": [names]}
     "pending": {},  # reply {"pending": [open codes: binding, question, expiry]}
-    "approve_show": {"code": _STR},  # reply: the open code's binding, question and expiry
+    # reply: the open code's binding, question and expiry; with arguments: true also the call's
+    # arguments while the daemon holds them (else arguments_missing says why)
+    "approve_show": {"code": _STR, "arguments": _OPT_BOOL},
     "approve": {"code": _STR},  # grant one retry of the bound call; reply as approve_show + approved
 }
 
@@ -242,6 +245,7 @@ class PendingRequest(Request):
 
 class ApproveShowRequest(Request):
     code: NotRequired[str]
+    arguments: NotRequired[bool]  # also send the call's arguments, if this daemon still holds them
 
 
 class ApproveRequest(Request):

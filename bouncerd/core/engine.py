@@ -17,27 +17,27 @@ I/O the path check needs (resolving symlinks) is a function the daemon injects.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bouncerd.core import approvals as ap
-from bouncerd.core import canon, constraints, fallback, sinkgate, taint
+from bouncerd.core import canon, constraints, fallback, pins, sinkgate, taint
 from bouncerd.core.events import (
     AttemptEvent,
     BlindEvent,
     EngineEvent,
     GrantUsedEvent,
     PinEvent,
+    PinSeenEvent,
     PinWindowEvent,
     TaintEvent,
     TaintEvictedEvent,
     VouchEvent,
 )
 from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
+from bouncerd.core.pins import Pin, Seen, ServerPins, seen_event, tool_digest
 from bouncerd.core.policy import Policy, merge
 from bouncerd.core.rules import ToolRule
 
@@ -58,34 +58,8 @@ USER_SCOPE = "*user*"  # the taint scope key when taint_scope is `user`
 SNAPSHOT_TAINT_CHUNK = 100_000
 
 
-def tool_digest(tool: Mapping[str, Any]) -> str:
-    """SHA-256 over the parts of a tool the agent reads: name, description, input schema."""
-    body = {
-        "name": tool.get("name"),
-        "description": tool.get("description"),
-        "inputSchema": tool.get("inputSchema"),
-    }
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _lexical_only(path: str) -> str:
     return path
-
-
-@dataclass
-class Pin:
-    digest: str
-    description: str | None
-    input_schema: Any
-
-
-@dataclass
-class ServerPins:
-    pins: dict[str, Pin] = field(default_factory=dict)
-    open_until: float | None = None  # the first-use window; None once closed
-    live: dict[str, str] = field(default_factory=dict)  # tool -> digest in the latest tools/list
-    live_tools: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,6 +97,11 @@ class Engine:
         if ev["ev"] == "pin":
             sp = self.servers.setdefault(ev["server"], ServerPins())
             sp.pins[ev["tool"]] = Pin(ev["digest"], ev.get("description"), ev.get("schema"))
+            seen = sp.seen.get(ev["tool"])
+            if seen is not None and seen.digest == ev["digest"]:
+                del sp.seen[ev["tool"]]  # the person accepted the form that was waiting
+        elif ev["ev"] == "pin_seen":
+            self.servers.setdefault(ev["server"], ServerPins()).apply_seen(ev)
         elif ev["ev"] == "unpin":
             self.servers.setdefault(ev["server"], ServerPins()).pins.pop(ev["tool"], None)
         elif ev["ev"] == "pin_window":
@@ -158,6 +137,8 @@ class Engine:
                         schema=pin.input_schema,
                     )
                 )
+            for name, seen in sp.seen.items():
+                out.append(seen_event(key, name, seen))
             if sp.open_until is not None:
                 out.append(PinWindowEvent(ev="pin_window", server=key, until=sp.open_until))
         for scope, index in self.taint.items():
@@ -217,8 +198,17 @@ class Engine:
     # ---- pins ---------------------------------------------------------------------------------
 
     def tools_listed(
-        self, server: ServerIdentity, tools: Iterable[Mapping[str, Any]], now: float
+        self,
+        server: ServerIdentity,
+        tools: Iterable[Mapping[str, Any]],
+        now: float,
+        *,
+        client: str | None = None,
+        session: str = "",
     ) -> tuple[PinReport, list[Event]]:
+        """A server's tools/list: pin on first use, and journal every form its pin does not cover
+        (`Seen`) so review does not depend on the server still being connected. `client` and
+        `session` say who saw the list."""
         events: list[Event] = []
         self._identities[server.name] = server
         sp = self.servers.get(server.key)
@@ -234,14 +224,41 @@ class Engine:
         changed: list[str] = []
         live: dict[str, str] = {}
         live_tools: dict[str, Mapping[str, Any]] = {}
+        duplicated: set[str] = set()
         for tool in tools:
             name = tool.get("name")
             if not isinstance(name, str):
                 continue
             digest = tool_digest(tool)
+            if name in live:
+                if live[name] != digest:
+                    duplicated.add(name)  # the agent reads every form; no one digest stands for them
+                continue
             live[name] = digest
             live_tools[name] = tool
+        for name, digest in live.items():
+            tool = live_tools[name]
             pin = sp.pins.get(name)
+            if name in duplicated:
+                live[name] = pins.DUPLICATED_TOOL
+                (changed if pin is not None else unpinned).append(name)  # never pinned on first use
+                continue
+            covered = pin is not None and pin.digest == digest
+            if not covered and not (pin is None and window_open):
+                seen = sp.seen.get(name)
+                if seen is None or seen.digest != digest:
+                    self._emit(
+                        events,
+                        seen_event(
+                            server.key,
+                            name,
+                            Seen(
+                                digest, tool.get("description"), tool.get("inputSchema"), now, client, session
+                            ),
+                        ),
+                    )
+            elif covered and name in sp.seen:  # listed as pinned again: nothing waits for review
+                self._emit(events, PinSeenEvent(ev="pin_seen", server=server.key, tool=name, digest=None))
             if pin is None:
                 if window_open:
                     self._emit(
@@ -262,20 +279,20 @@ class Engine:
                 changed.append(name)
         sp.live = live
         sp.live_tools = live_tools
+        sp.listed = True
         return PinReport(tuple(pinned_now), tuple(unpinned), tuple(changed)), events
 
     def accept_pins(self, server_key: str, tools: Iterable[str] | None = None) -> list[PinEvent]:
-        """A person's `bouncerctl pins accept`: pin the live form of these tools (all unpinned/changed)."""
+        """A person's `bouncerctl pins accept`: pin the form of these tools (all unpinned/changed) that
+        `pins show` showed: the live one while the server is listed, else the last one seen (journaled),
+        so accepting works after the server has gone or the daemon restarted."""
         events: list[PinEvent] = []
         sp = self.servers.get(server_key)
         if sp is None:
             return events
-        for name, tool in sp.live_tools.items():
-            if tools is not None and name not in tools:
-                continue
-            digest = sp.live[name]
-            pin = sp.pins.get(name)
-            if pin is None or pin.digest != digest:
+        wanted = None if tools is None else set(tools)
+        for name, (digest, description, schema) in sp.forms_to_accept().items():
+            if wanted is None or name in wanted:
                 self._emit(
                     events,
                     PinEvent(
@@ -283,38 +300,14 @@ class Engine:
                         server=server_key,
                         tool=name,
                         digest=digest,
-                        description=tool.get("description"),
-                        schema=tool.get("inputSchema"),
+                        description=description,
+                        schema=schema,
                     ),
                 )
         return events
 
     def _check_pin(self, call: ToolCall) -> Verdict | None:
-        sp = self.servers.get(call.server.key)
-        name = call.tool
-        if sp is None or name not in sp.pins:
-            return Verdict(
-                "deny",
-                "pin.unknown_tool",
-                f"tool {name!r} is not in the pinned tool list of server {call.server.name!r}; "
-                f"if you trust it, run: bouncerctl pins accept {call.server.name} {name}",
-            )
-        live = sp.live.get(name)
-        if live is None:
-            return Verdict(
-                "deny",
-                "pin.unlisted_tool",
-                f"tool {name!r} is not in server {call.server.name!r}'s current tool list",
-            )
-        if live != sp.pins[name].digest:
-            return Verdict(
-                "deny",
-                "pin.changed_tool",
-                f"the description or input schema of tool {name!r} changed since it was pinned; "
-                f"review it with: bouncerctl pins show {call.server.name} "
-                f"and accept it with: bouncerctl pins accept {call.server.name} {name}",
-            )
-        return None
+        return pins.check(self.servers.get(call.server.key), call)
 
     # ---- outputs ------------------------------------------------------------------------------
 

@@ -39,6 +39,22 @@ class UnpinEvent(TypedDict):
     tool: str
 
 
+class PinSeenEvent(TypedDict):
+    """The last form of a tool seen that its pin does not cover (changed, or new after the first-use
+    window): kept until a person accepts it or the server lists the pinned form again, so `pins show`,
+    `pins accept`, `status` and `report` read it after the server has gone and after a restart."""
+
+    ev: Literal["pin_seen"]
+    server: str  # ServerIdentity.key
+    tool: str
+    digest: str | None  # None: the server lists the pinned form again; forget the one seen
+    description: NotRequired[str | None]
+    schema: NotRequired[Any]
+    ts: NotRequired[float]  # when it was listed
+    client: NotRequired[str | None]  # the client of the session whose shim listed it
+    session: NotRequired[str]
+
+
 class PinWindowEvent(TypedDict):
     ev: Literal["pin_window"]
     server: str
@@ -125,6 +141,7 @@ ApprovalEvent = (
 EngineEvent = (
     PinEvent
     | UnpinEvent
+    | PinSeenEvent
     | PinWindowEvent
     | TaintEvent
     | TaintEvictedEvent

@@ -24,9 +24,10 @@ guessed: the old design silently replaced a pack's entry with a null one, and re
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -44,7 +45,7 @@ from bouncerd.core.rules import (
     describe,
     resolve,
 )
-from bouncerd.core.strict_yaml import Doc, parse, suggest
+from bouncerd.core.strict_yaml import Collect, Doc, parse, raise_at_once, suggest
 from bouncerd.errors import PolicyError
 
 TaintScope = Literal["session", "server", "user"]
@@ -274,14 +275,27 @@ def _entry(doc: Doc, node: Node, key: str, forbidden: frozenset[str] = frozenset
     return ToolEntry(**values)
 
 
+def _one_tool(
+    doc: Doc,
+    entries: dict[str, ToolEntry],
+    lines: dict[str, int],
+    name: str,
+    knode: Node,
+    vnode: Node,
+    where: str,
+    forbidden: frozenset[str],
+) -> None:
+    entries[name] = _entry(doc, vnode, where, forbidden)
+    lines[name] = knode.start_mark.line + 1
+
+
 def _tools(
-    doc: Doc, node: Node, key: str, forbidden: frozenset[str] = frozenset()
+    doc: Doc, node: Node, key: str, forbidden: frozenset[str] = frozenset(), each: Collect = raise_at_once
 ) -> tuple[dict[str, ToolEntry], dict[str, int]]:
     entries: dict[str, ToolEntry] = {}
     lines: dict[str, int] = {}
     for name, knode, vnode in doc.mapping(node, key, "a mapping of tool name: rule"):
-        entries[name] = _entry(doc, vnode, f"{key}.{name}", forbidden)
-        lines[name] = knode.start_mark.line + 1
+        each(partial(_one_tool, doc, entries, lines, name, knode, vnode, f"{key}.{name}", forbidden))
     return entries, lines
 
 
@@ -322,19 +336,45 @@ def _setting(doc: Doc, name: str, node: Node) -> Any:
 # ---- loading ------------------------------------------------------------------------------------
 
 
-def load_policy(text: str, filename: str, known_packs: Iterable[str] | None = None) -> PolicyFile:
-    """Parse one policy file strictly. `known_packs` defaults to the built-in pack names."""
+def load_policy(
+    text: str,
+    filename: str,
+    known_packs: Iterable[str] | None = None,
+    errors: list[PolicyError] | None = None,
+) -> PolicyFile:
+    """Parse one policy file strictly. `known_packs` defaults to the built-in pack names.
+
+    Without `errors` the first error raises. With it, every top-level key, server section and tool
+    entry is checked and each error appended (`policy check` prints them all); the file is bad if
+    the list is not empty, and what it returns then is only what did load."""
     pack_names = tuple(known_packs) if known_packs is not None else tuple(builtin_packs())
     doc = parse(text, filename)
     if doc.root is None:
         return PolicyFile(filename)
+    each = doc.collector(errors)
     settings: dict[str, Any] = {}
     setting_lines: dict[str, int] = {}
     forced: tuple[str, ...] = ()
     tools: dict[str, ToolEntry] = {}
     tool_lines: dict[str, int] = {}
     servers: dict[str, ServerSection] = {}
-    for name, knode, vnode in doc.mapping(doc.root, "", "a mapping at the top level"):
+
+    def server(name: str, snode: Node) -> None:
+        where = f"servers.{name}"
+        s_tools: dict[str, ToolEntry] = {}
+        s_lines: dict[str, int] = {}
+        s_packs: tuple[str, ...] = ()
+        for sub, sknode, subnode in doc.mapping(snode, where, "a mapping with tools: and packs:"):
+            if sub == "tools":
+                s_tools, s_lines = _tools(doc, subnode, f"{where}.tools", each=each)
+            elif sub == "packs":
+                s_packs = _pack_names(doc, subnode, f"{where}.packs", pack_names)
+            else:
+                raise doc.error(sknode, f"{where}.{sub}", "unknown key" + suggest(sub, SERVER_KEYS))
+        servers[name] = ServerSection(s_tools, s_lines, s_packs)
+
+    def top(name: str, knode: Node, vnode: Node) -> None:
+        nonlocal forced, tools, tool_lines
         if name == "version":
             doc.integer(vnode, name, POLICY_VERSION, POLICY_VERSION)
         elif name in SETTING_KEYS:
@@ -343,26 +383,22 @@ def load_policy(text: str, filename: str, known_packs: Iterable[str] | None = No
         elif name == "packs":
             forced = _pack_names(doc, vnode, name, pack_names)
         elif name == "tools":
-            tools, tool_lines = _tools(doc, vnode, name)
+            tools, tool_lines = _tools(doc, vnode, name, each=each)
         elif name == "servers":
-            for server, _sk, snode in doc.mapping(vnode, name, "a mapping of server name: {tools, packs}"):
-                where = f"servers.{server}"
-                s_tools: dict[str, ToolEntry] = {}
-                s_lines: dict[str, int] = {}
-                s_packs: tuple[str, ...] = ()
-                for sub, sknode, subnode in doc.mapping(snode, where, "a mapping with tools: and packs:"):
-                    if sub == "tools":
-                        s_tools, s_lines = _tools(doc, subnode, f"{where}.tools")
-                    elif sub == "packs":
-                        s_packs = _pack_names(doc, subnode, f"{where}.packs", pack_names)
-                    else:
-                        raise doc.error(sknode, f"{where}.{sub}", "unknown key" + suggest(sub, SERVER_KEYS))
-                servers[server] = ServerSection(s_tools, s_lines, s_packs)
+            for srv, _sk, snode in doc.mapping(vnode, name, "a mapping of server name: {tools, packs}"):
+                each(partial(server, srv, snode))
         else:
             hint = suggest(name, TOP_KEYS)
             if not hint and name not in TOP_KEYS:
-                hint = "; tool entries go under tools: (or servers.NAME.tools:)"
+                hint = (
+                    "; tool entries go under tools: (or servers.NAME.tools:). A bouncer-mcp 0.1.x file "
+                    f"(tool names at the top level)? `bouncerctl policy migrate {shlex.quote(filename)}` "
+                    "moves them"
+                )
             raise doc.error(knode, name, "unknown key" + hint)
+
+    for name, knode, vnode in doc.mapping(doc.root, "", "a mapping at the top level"):
+        each(partial(top, name, knode, vnode))
     return PolicyFile(filename, settings, setting_lines, forced, tools, tool_lines, servers)
 
 

@@ -128,6 +128,13 @@ _TABLE = (
         "calls to a tool the server no longer offers",
     ),
     _row(
+        "pin.duplicate_tool",
+        DENY,
+        "the server lists the tool more than once, in different forms",
+        _PIN,
+        "a benign form pinned while a second, poisoned form of the same name is shown to the agent",
+    ),
+    _row(
         "pin.changed_tool",
         DENY,
         "the tool's description or input schema changed since it was pinned",

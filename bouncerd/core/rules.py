@@ -155,7 +155,22 @@ def resolve(tool: str, layers: Sequence[tuple[str, ToolEntry]], notes: Sequence[
         label = layers[declared][0]
         source["exfiltrating"] = f"implied by the sinks declared at {label}"
         out_notes.append(f"{label} declares sinks, so the sink gate is on")
+    gate = {source["exfiltrating"], source["sink_params"]}
+    if layers and layers[0][0] == FALLBACK_SOURCE and not any(FALLBACK_SOURCE in s for s in gate):
+        # The fallback's reasoning about sends no longer decides anything: say so, so that a note
+        # never contradicts the effective rule printed above it.
+        decided = " and ".join(sorted(gate))
+        out_notes = [
+            f"{n} (the fallback's guess; the sink gate is set by {decided})"
+            if n in notes and any(word in n for word in _GATE_WORDS)
+            else n
+            for n in out_notes
+        ]
     return replace(base, **values, source=_frozen_map(source), notes=tuple(out_notes))
+
+
+# Words of a fallback note that reasons about the sink gate (what sends, where to), not about the schema.
+_GATE_WORDS = ("sink", "destination", "sends", "reads", "channel", "matched")
 
 
 def describe(rule: ToolRule) -> list[str]:

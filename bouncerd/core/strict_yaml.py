@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,13 @@ MAX_NESTING = 64
 _FLOW_BRACKETS = re.compile(r"[\[\]{}]")
 
 
+Collect = Callable[[Callable[[], None]], None]
+
+
+def raise_at_once(step: Callable[[], None]) -> None:
+    step()
+
+
 class _Loader(yaml.SafeLoader):
     """A SafeLoader of our own, so nothing registered on PyYAML's global loaders leaks in."""
 
@@ -53,6 +60,24 @@ class Doc:
     nodes: int = 0
 
     # ---- errors -----------------------------------------------------------------------------
+
+    def collector(self, errors: list[PolicyError] | None) -> Collect:
+        """How a loader runs each independent part of the document (a top-level key, a server, a
+        tool entry): at once, the first error raising; or, with an `errors` list, noting the error
+        and going on to the next part. What loads is the same either way; a document too large to
+        walk stops at once in both."""
+        if errors is None:
+            return raise_at_once
+
+        def collect(step: Callable[[], None]) -> None:
+            try:
+                step()
+            except PolicyError as exc:
+                if self.nodes > MAX_NODES:
+                    raise
+                errors.append(exc)
+
+        return collect
 
     def error(self, node: yaml.Node | None, key: str, reason: str) -> PolicyError:
         line = node.start_mark.line + 1 if node is not None else 1

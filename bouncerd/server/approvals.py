@@ -39,6 +39,7 @@ import logging
 import os
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,9 @@ CODE_TTL_ENV = "BOUNCER_CODE_TTL_SECONDS"
 # An expired code is audited within this long even when no one asks about codes; the ops check expiry
 # themselves, so this only bounds how late the audit line can be.
 EXPIRY_TICK_SECONDS = 5.0
+# Arguments held for `approve --show-arguments`: a person has a handful of codes open at once (each
+# lives for approval_timeout); this bounds the memory an agent asking in a loop can make us hold.
+MAX_REMEMBERED_ARGUMENTS = 256
 
 Journal = Callable[[Sequence[EngineEvent]], None]  # append engine events to the journal
 Audit = Callable[[dict[str, Any], float], None]  # `AuditLog.append`
@@ -112,6 +116,15 @@ class ApprovalDesk:
         self.reload = reload
         self.notifier = Notifier(None)
         self._ready = False
+        # code -> the asked call's arguments, in memory only (never journaled, whatever
+        # audit_arguments says), so `bouncerctl approve --show-arguments` can show what would leave.
+        self._arguments: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+
+    def remember_arguments(self, code: str, arguments: Mapping[str, Any]) -> None:
+        self._arguments[code] = arguments
+        self._arguments.move_to_end(code)
+        while len(self._arguments) > MAX_REMEMBERED_ARGUMENTS:
+            self._arguments.popitem(last=False)
 
     def open(self, state_dir: Path, environ: Mapping[str, str], now: float) -> None:
         """At daemon start, after the journal and audit log: secret, settings, overdue expiries."""
@@ -283,7 +296,17 @@ class ApprovalDesk:
         found = self._find(caller, rid, msg.get("code"), now)
         if isinstance(found, dict):
             return found
-        return wire.reply(rid, **_public(found, now))
+        extra: dict[str, Any] = {}
+        if msg.get("arguments"):
+            held = self._arguments.get(found.code)
+            if held is not None:
+                extra["arguments"] = held
+            else:
+                extra["arguments_missing"] = (
+                    "this daemon no longer holds the arguments (it restarted since the call was asked, "
+                    "or many calls were asked since); their SHA-256 is the digest shown"
+                )
+        return wire.reply(rid, **_public(found, now), **extra)
 
     def approve(self, caller: Caller, rid: int, msg: wire.ApproveRequest) -> dict[str, Any]:
         now = time.time()

@@ -39,6 +39,7 @@ import anyio
 import anyio.abc
 
 from bouncerd import __version__, wire
+from bouncerd.core import pins
 from bouncerd.core.approvals import arguments_digest
 from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
@@ -327,9 +328,11 @@ class Daemon:
         return wire.reply(rid)
 
     def tools(self, caller: Caller, rid: int, msg: wire.ToolsRequest) -> dict[str, Any]:
-        _, entry = caller.require_server()
+        session, entry = caller.require_server()
         tools = [t for t in msg["tools"] if isinstance(t, dict)]
-        report, events = self.engine.tools_listed(entry.identity, tools, time.time())
+        report, events = self.engine.tools_listed(
+            entry.identity, tools, time.time(), client=session.client.name, session=session.key
+        )
         self._journal_events(events)
         entry.tools = len(tools)
         self.maybe_compact()
@@ -381,7 +384,10 @@ class Daemon:
             **({"kind": kind} if kind != "tool" else {}),
             "verdict": verdict.verdict,
             "rule": verdict.rule,
-            "reason": verdict.reason,
+            # An ask's record keeps the reason without the `bouncerctl approve CODE` hint: the client
+            # may answer it itself, and the log must not offer a code for an ask already answered
+            # (the code is in its own field; `bouncerctl pending` lists the open ones).
+            "reason": decision.ask.pending.reason if decision.ask is not None else verdict.reason,
             "destination": verdict.destination,
             "provenance": provenance,
         }
@@ -391,6 +397,7 @@ class Daemon:
             record["arguments"] = call.arguments
         if asked:
             record["code"] = asked["code"]
+            self.approvals.remember_arguments(asked["code"], call.arguments)
         self.audit.append(record, now)
         session.counts[verdict.verdict] += 1
         self.maybe_compact()
@@ -442,31 +449,7 @@ class Daemon:
             name, *upstream = key.split("\x00")
             if msg.get("server") not in (None, name):
                 continue
-            tools = []
-            for tool in sorted(set(sp.pins) | set(sp.live)):
-                pin = sp.pins.get(tool)
-                live = sp.live.get(tool)
-                state = (
-                    "pinned"
-                    if pin is not None and live == pin.digest
-                    else "changed"
-                    if pin is not None and live is not None
-                    else "new"
-                    if pin is None
-                    else "not listed"
-                )
-                entry: dict[str, Any] = {"name": tool, "state": state}
-                live_tool = sp.live_tools.get(tool)
-                if live_tool is not None and isinstance(live_tool.get("inputSchema"), dict):
-                    entry["inputSchema"] = live_tool["inputSchema"]
-                if state == "changed" and pin is not None:
-                    now_tool = sp.live_tools.get(tool, {})
-                    entry["pinned"] = {"description": pin.description, "inputSchema": pin.input_schema}
-                    entry["live"] = {
-                        "description": now_tool.get("description"),
-                        "inputSchema": now_tool.get("inputSchema"),
-                    }
-                tools.append(entry)
+            tools = pins.review(sp)
             servers.append({"name": name, "upstream": upstream, "key": key, "tools": tools})
         return wire.reply(rid, servers=servers)
 

@@ -18,13 +18,13 @@ free text that landed in a sink.
 from __future__ import annotations
 
 import re
+import time
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bouncerd.core import canon, sinkgate
 from bouncerd.core.model import Provenance, ToolCall, Verdict
-from bouncerd.server.audit import utc_iso
 
 # Lines of destinations in a question; a call with more is summarised ("and 7 more").
 MAX_SHOWN_DESTINATIONS = 8
@@ -51,7 +51,8 @@ def shown(value: str) -> str:
 
 
 def clock(ts: float) -> str:
-    return utc_iso(ts)[11:19] + " UTC"
+    """A time as the person's wall clock with its zone (``14:03:07 CET``), as bouncerctl prints it."""
+    return time.strftime("%H:%M:%S %Z", time.localtime(ts))
 
 
 def _where(prov: Provenance | None) -> str:

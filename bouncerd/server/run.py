@@ -11,23 +11,27 @@ Theory of operation
 4. The listener: the activated socket if systemd passed one, else a stale socket is removed (never a
    live one) and a new one bound 0600.
 5. The journal is replayed and the audit log opened; then the daemon serves until SIGTERM/SIGINT.
+   Once it has served `autostart.HEALTHY_AFTER_SECONDS` it clears the autostart record, so that a
+   later crash is restarted at once (`bouncerd.autostart`: restarts back off only while starts fail).
 6. On the way out, in this order: stop accepting and close connections (cancelling the serve task
    group), compact and fsync the journal, fsync the audit log, remove the socket (only one we bound,
    and only if the path still names it) and the lock file. Exit 0.
 
-Exit codes are part of the interface: the shim starts a daemon with plain ``bouncerd`` and treats
-`EXIT_ALREADY_RUNNING` as success (someone else's start won the race).
+Exit codes are part of the interface: `bouncerd.autostart` (the shim's and the hooks' start) treats
+`EXIT_ALREADY_RUNNING` as someone else's start having won the race, not as a failure.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import MutableMapping
 
 import anyio
 
+from bouncerd import autostart
 from bouncerd.errors import AlreadyRunningError, BouncerError, UnsafeDirectoryError
 from bouncerd.paths import Paths, ensure_private_dir, resolve
 from bouncerd.server import listener
@@ -90,9 +94,13 @@ def _run_locked(environ: MutableMapping[str, str], paths: Paths) -> int:
             sock.close()
             log.error("refusing to start: %s", exc)
             return EXIT_REFUSED
+        healthy = threading.Timer(autostart.HEALTHY_AFTER_SECONDS, autostart.mark_healthy, (paths,))
+        healthy.daemon = True  # never holds the exit
+        healthy.start()
         try:
             anyio.run(daemon.serve, sock)
         finally:
+            healthy.cancel()
             daemon.close()
         log.info("stopped")
         return EXIT_OK

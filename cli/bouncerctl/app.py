@@ -35,6 +35,10 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
         "bouncerctl.demo.run:demo",
         "Run the demo: a hijacked agent against a helpdesk, through the real shim and daemon.",
     ),
+    "doctor": (
+        "bouncerctl.doctor:doctor",
+        "Check the socket, daemon, shims, policy, audit chain, service and wrapped clients (read-only).",
+    ),
     "hook": (
         "bouncerctl.hook_cmd:hook",
         "Client hook: reads the client's hook JSON on stdin, answers on stdout (see docs).",
@@ -43,6 +47,7 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
         "bouncerctl.init_cmd:init",
         "Route your MCP clients' stdio servers through bouncer-shim (--undo puts them back).",
     ),
+    "logs": ("bouncerctl.daemon_cmd:logs", "Print the end of the daemon's log; -f follows it as it grows."),
     "pending": (
         "bouncerctl.approve:pending",
         "List the open one-time codes: what each would approve and when it expires.",
@@ -51,7 +56,7 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
         "bouncerctl.pins:pins",
         "Show or accept tool pins (trust on first use of name, description and schema).",
     ),
-    "policy": ("bouncerctl.policy_cmd:policy", "Check policy files."),
+    "policy": ("bouncerctl.policy_cmd:policy", "Check policy files; migrate a bouncer-mcp 0.1.x one."),
     "reload": (
         "bouncerctl.policy_cmd:reload",
         "Reload policy.yaml in the running daemon (a bad file keeps the policy in force).",
@@ -60,6 +65,10 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
         "bouncerctl.report:report",
         "Write the review pack: tools and controls, findings, verdicts, OWASP and AIUC-1 mappings.",
     ),
+    "restart": (
+        "bouncerctl.daemon_cmd:restart",
+        "Stop bouncerd if it runs and start it again, now (the autostart backoff is cleared).",
+    ),
     "service": (
         "bouncerctl.service:service",
         "Run bouncerd as a per-user service (systemd user units, or a launchd agent on macOS).",
@@ -67,6 +76,10 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
     "status": (
         "bouncerctl.status:status",
         "Show the daemon, the policy in force, what needs review, its sessions and verdict counts.",
+    ),
+    "stop": (
+        "bouncerctl.daemon_cmd:stop",
+        "Stop the running bouncerd (SIGTERM: it saves its journal and audit log first).",
     ),
     "tail": (
         "bouncerctl.tail:tail",

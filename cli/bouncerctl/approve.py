@@ -11,26 +11,35 @@ with a shell tool must not be able to approve its own calls by running this comm
 speed bump, not a wall: a program of the user's can open a pseudo-terminal, or talk to the socket.
 The daemon's ops are only served to the user's own uid; see docs/dev/approvals-protocol.md.)
 
+``--show-arguments`` also prints the arguments that would leave (held by the daemon in memory for
+open codes, checked against the code's digest; every invisible character escaped). It is on by
+default when the policy keeps arguments in the audit log (``audit_arguments: full``: they are on disk
+anyway) and off with ``audit_arguments: digest``; ``--hide-arguments`` turns it off. Times are the
+local clock with its zone.
+
 ``pending`` lists the open codes with their bindings and expiry; never the calls' argument values.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
-from bouncerctl.common import RequestFailed, connect
+from bouncerctl.common import RequestFailed, connect, local_clock
 from bouncerctl.status import format_duration
 from bouncerd.core.canon import visible
 from bouncerd.errors import DaemonRequestError, DaemonUnavailableError
 
 EXIT_NOT_A_TERMINAL = 4  # refused before contacting the daemon: not run by a person at a terminal
 EXIT_NOT_APPROVED = 1  # the person said no (or nothing): the call stays denied
+# One argument's value is shown up to this many characters: enough for an address list or a message
+# a person reads before saying yes; a 10 MB body would scroll the question off the screen.
+MAX_SHOWN_ARGUMENT_CHARS = 2000
 
 
 class NotATerminal(click.ClickException):
@@ -53,11 +62,31 @@ def _shown(value: str | None) -> str:
 
 def _expiry(expires: float) -> str:
     left = max(0.0, expires - time.time())
-    clock = dt.datetime.fromtimestamp(expires, tz=dt.UTC).strftime("%H:%M:%S")
-    return f"{clock} UTC (in {format_duration(left)})"
+    return f"{local_clock(expires)} (in {format_duration(left)})"
 
 
-def render(code: dict[str, Any]) -> str:
+def _arguments_lines(code: Mapping[str, Any], width: int) -> list[str]:
+    """The arguments that would leave, one per line, escaped; or why they cannot be shown."""
+    from bouncerd.core.approvals import arguments_digest
+
+    label = "  " + "arguments".ljust(width) + "  "
+    held = code.get("arguments")
+    if not isinstance(held, dict):
+        why = code.get("arguments_missing") or "this daemon does not send them"
+        return [f"{label}not shown: {why}"]
+    if arguments_digest(held) != code.get("digest"):  # never show a value the code does not bind
+        return [f"{label}not shown: they do not match the code's digest"]
+    lines = [f"{label}(the agent's, exactly as they would be sent; untrusted text, escaped)"]
+    for name, value in held.items():
+        text = visible(json.dumps(value, ensure_ascii=False))
+        if len(text) > MAX_SHOWN_ARGUMENT_CHARS:
+            more = len(text) - MAX_SHOWN_ARGUMENT_CHARS
+            text = text[:MAX_SHOWN_ARGUMENT_CHARS] + f"… ({more} more characters)"
+        lines.append(f"    {' ' * width}{visible(str(name))} = {text}")
+    return lines
+
+
+def render(code: dict[str, Any], *, arguments: bool = False) -> str:
     rows = [
         ("server", visible(str(code["server"]))),
         ("tool", visible(str(code["tool"]))),
@@ -71,14 +100,31 @@ def render(code: dict[str, Any]) -> str:
     width = max(len(name) for name, _ in rows)
     lines = [f"Code {code['code']}  (session {visible(str(code['session']))})"]
     lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
+    if arguments:
+        lines += _arguments_lines(code, width)
     lines += ["", str(code.get("question") or code.get("reason") or ""), ""]
     lines.append("Approving lets the agent retry this exact call (the same arguments) once.")
     return "\n".join(lines)
 
 
+def _arguments_by_default() -> bool:
+    """Show arguments unless the policy keeps only their digest (`audit_arguments: digest`)."""
+    try:
+        settings = (_ask_daemon("status").get("policy") or {}).get("settings") or {}
+    except RequestFailed:
+        return False
+    return settings.get("audit_arguments") == "full"
+
+
 @click.command()
 @click.argument("code")
-def approve(code: str) -> None:
+@click.option(
+    "--show-arguments/--hide-arguments",
+    "show_arguments",
+    default=None,
+    help="Print the arguments that would leave (default: shown unless audit_arguments is digest).",
+)
+def approve(code: str, show_arguments: bool | None) -> None:
     """Approve the one call that CODE was issued for, after showing it. Needs a terminal."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise NotATerminal(
@@ -86,8 +132,10 @@ def approve(code: str) -> None:
             "both be a terminal): an agent with a shell must not approve its own calls. "
             "Nothing was approved."
         )
-    shown = _ask_daemon("approve_show", code=code)
-    click.echo(render(shown))
+    if show_arguments is None:
+        show_arguments = _arguments_by_default()
+    shown = _ask_daemon("approve_show", code=code, arguments=show_arguments)
+    click.echo(render(shown, arguments=show_arguments))
     click.echo("Approve? [y/N] ", nl=False)
     answer = sys.stdin.readline()
     if answer.strip().lower() not in ("y", "yes"):

@@ -51,3 +51,18 @@ def request(op: str, **fields: Any) -> dict[str, Any]:
             raise DaemonNotRunning(str(exc)) from None
         except DaemonRequestError as exc:
             raise RequestFailed(f"bouncerd refused {op}: {exc.message}") from None
+
+
+def local_clock(ts: float, *, now: float | None = None) -> str:
+    """A moment as the person's wall clock, with its zone: ``14:03:07 CET``, or with the date in front
+    when it is not today (``2026-07-28 14:03:07 CET``). Every time bouncerctl prints goes through here,
+    so ``approve``, ``pins`` and ``status`` never mix UTC and local time."""
+    import datetime as dt
+    import time
+
+    moment = dt.datetime.fromtimestamp(ts).astimezone()
+    today = dt.datetime.fromtimestamp(time.time() if now is None else now).astimezone().date()
+    shown = (
+        moment.strftime("%H:%M:%S %Z") if moment.date() == today else moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+    )
+    return shown

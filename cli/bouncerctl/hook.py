@@ -32,9 +32,13 @@ Per event:
   (`bouncerd.core.builtin_tools.network_destinations`, read here without the daemon): the daemon's
   verdict (``check_builtin``). A Bash command that reaches nothing is let through without asking.
 
-Failure: a network tool is denied when the daemon cannot be reached, does not answer within
-`DAEMON_TIMEOUT_SECONDS`, answers with an error, or the hook itself fails (exit 2). Anything else
-fails open with a line on stderr. The hook never starts a daemon: the shim or the service does.
+Starting the daemon: a hook that finds no daemon starts one exactly as a shim does, through
+`bouncerd.autostart` (the same start lock, backoff and ``BOUNCER_NO_AUTOSTART``), waits until it
+listens, and says so once on stderr. So hooks installed before any MCP server ran still get verdicts.
+
+Failure: a network tool is denied when the daemon cannot be reached (or started), does not answer
+within `DAEMON_TIMEOUT_SECONDS`, answers with an error, or the hook itself fails (exit 2). Anything
+else fails open with a line on stderr.
 
 Speed: this module is imported before click and the command group (`bouncerctl.__main__` dispatches
 ``hook`` first). It loads the shell reader at start and the wire codec and client only when it
@@ -186,18 +190,34 @@ def _pre_tool(event: Mapping[str, Any], connect: Connect) -> Outcome:
 # ---- the process --------------------------------------------------------------------------------------
 
 
-def _connector(environ: Mapping[str, str]) -> Connect:
+def _connector(environ: Mapping[str, str], notes: list[str]) -> Connect:
+    """Connect as this hook; start the daemon if none runs. What a person should know (that a daemon
+    was started) goes to `notes`, once."""
+
     def connect() -> Client:
         # Imported here: a shell command that reaches nothing is answered without them.
         from bouncerctl.hook_session import hook_session
+        from bouncerd import autostart
         from bouncerd.client import Client
+        from bouncerd.errors import DaemonUnavailableError
         from bouncerd.paths import resolve
 
         who = hook_session(environ)
         hello: dict[str, Any] = {"session": who.session, "candidates": who.candidates}
         if who.client_pid is not None:
             hello["client_pid"] = who.client_pid
-        return Client.connect(resolve(environ), role="hook", timeout=DAEMON_TIMEOUT_SECONDS, **hello)
+        paths = resolve(environ)
+        try:
+            return Client.connect(paths, role="hook", timeout=DAEMON_TIMEOUT_SECONDS, **hello)
+        except DaemonUnavailableError as exc:
+            if not autostart.autostart_enabled(environ):
+                raise
+            outcome = autostart.ensure_running(paths, environ)
+            if outcome.kind == autostart.STARTED:
+                notes.append(f"{PREFIX}{outcome.message}\n")
+            elif outcome.kind != autostart.RUNNING:
+                raise DaemonUnavailableError(outcome.message or str(exc)) from None
+        return Client.connect(paths, role="hook", timeout=DAEMON_TIMEOUT_SECONDS, **hello)
 
     return connect
 
@@ -214,6 +234,7 @@ def main(argv: Sequence[str]) -> int:
         _write(sys.stderr, f"usage: bouncerctl hook {'|'.join(CLIENTS)}  (reads the hook's JSON on stdin)\n")
         return EXIT_BLOCK
     event: Mapping[str, Any] = {}
+    notes: list[str] = []  # said once on stderr before the outcome's own lines
     try:
         raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         if len(raw) > MAX_INPUT_BYTES:
@@ -222,7 +243,7 @@ def main(argv: Sequence[str]) -> int:
         if not isinstance(parsed, dict):
             raise ValueError("the hook input is not a JSON object")
         event = parsed
-        outcome = run(event, _connector(os.environ))
+        outcome = run(event, _connector(os.environ, notes))
     except Exception as exc:  # the hook's own failure: closed for network tools, open for the rest
         why = f"{PREFIX}the hook failed ({type(exc).__name__}: {exc})"
         if not event or is_network_call(event):
@@ -231,7 +252,7 @@ def main(argv: Sequence[str]) -> int:
             outcome = Outcome(EXIT_WARN, stderr=why + "\n")
     try:
         _write(sys.stdout, outcome.stdout)
-        _write(sys.stderr, outcome.stderr)
+        _write(sys.stderr, "".join(notes) + outcome.stderr)
     except OSError:
         return EXIT_BLOCK if not event or is_network_call(event) else EXIT_WARN
     return outcome.exit_code

@@ -30,31 +30,33 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
+from bouncerctl import init_record, mcptoml
 from bouncerctl import mcpconfig as mc
 from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
 from bouncerctl.init_hooks import update_hooks
+from bouncerctl.init_plan import (
+    JSON_RECORD,
+    TOML,
+    Location,
+    Plan,
+    original_value,
+    read_config,
+    record_written,
+    rewrite,
+    select,
+)
+from bouncerd.paths import entry_env
 
-CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "windsurf")
+CLIENTS = ("claude-code", "claude-desktop", "codex", "cursor", "gemini", "vscode", "windsurf")
 
 # Claude Code keeps its own state in ~/.claude.json and writes the whole file back while it runs.
 CLAUDE_JSON = "Claude Code writes this file while it runs: quit it first, so it cannot overwrite the change"
-
-
-@dataclass(frozen=True)
-class Location:
-    client: str  # one of CLIENTS, or "file" for --config
-    title: str  # how the client is named to a person
-    path: Path
-    top_key: str | None  # None: guess ("mcpServers", else "servers")
-    projects: bool = False  # also Claude Code's projects.<path>.mcpServers
-    caution: str = ""  # said before writing it
 
 
 def locations(environ: Mapping[str, str], cwd: Path) -> list[Location]:
@@ -63,6 +65,8 @@ def locations(environ: Mapping[str, str], cwd: Path) -> list[Location]:
     xdg = environ.get("XDG_CONFIG_HOME", "")
     config_home = Path(xdg) if os.path.isabs(xdg) else home / ".config"
     mac_support = home / "Library" / "Application Support"
+    codex = environ.get("CODEX_HOME", "")
+    codex_home = Path(codex) if os.path.isabs(codex) else home / ".codex"
     return [
         Location("claude-code", "Claude Code", cwd / ".mcp.json", "mcpServers"),
         Location(
@@ -91,6 +95,9 @@ def locations(environ: Mapping[str, str], cwd: Path) -> list[Location]:
         Location("vscode", "VS Code", config_home / "Code/User/mcp.json", "servers"),
         Location("vscode", "VS Code", mac_support / "Code/User/mcp.json", "servers"),
         Location("windsurf", "Windsurf", home / ".codeium/windsurf/mcp_config.json", "mcpServers"),
+        Location("gemini", "Gemini CLI", cwd / ".gemini/settings.json", "mcpServers", fmt=JSON_RECORD),
+        Location("gemini", "Gemini CLI", home / ".gemini/settings.json", "mcpServers", fmt=JSON_RECORD),
+        Location("codex", "Codex", codex_home / "config.toml", mcptoml.TOP_KEY, fmt=TOML),
     ]
 
 
@@ -111,52 +118,12 @@ def find_shim(environ: Mapping[str, str]) -> str:
 # ---- reading and planning ----------------------------------------------------------------------------
 
 
-@dataclass
-class Plan:
-    location: Location
-    path: Path  # the file written (symlinks resolved)
-    raw: bytes
-    doc: mc.Document
-    entries: list[mc.Entry]
-    changes: list[mc.Change] = field(default_factory=list)
-    rewrite: mc.Rewrite | None = None
-
-
-def read_config(location: Location) -> Plan:
-    """Read and parse one config; InitError naming the file if it cannot be."""
-    path = Path(os.path.realpath(location.path))
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InitError(f"{location.path}: cannot read it: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InitError(f"{location.path}: not UTF-8 text (byte {exc.start})") from None
-    if not text.strip():  # a client may create its config empty; it has no servers, and stays as it is
-        return Plan(location, path, raw, mc.parse("{}"), [])
-    try:
-        doc = mc.parse(text)
-        top_key = location.top_key or mc.guess_top_key(doc.value)
-        blocks = mc.find_blocks(doc.value, top_key, projects=location.projects or location.client == "file")
-    except mc.McpConfigError as exc:
-        raise InitError(f"{location.path}: {exc}") from None
-    return Plan(location, path, raw, doc, mc.entries(doc.value, blocks))
-
-
-def select(plan: Plan, servers: Sequence[str], undo: bool) -> None:
-    wanted = mc.WRAPPED if undo else mc.STDIO
-    action = mc.UNWRAP if undo else mc.WRAP
-    plan.entries = [entry for entry in plan.entries if not servers or entry.name in servers]
-    plan.changes = [mc.Change(e.block, e.name, action) for e in plan.entries if e.kind == wanted]
-
-
 def _label(entry: mc.Entry) -> str:
     where = mc.block_label(entry.block)
     return f"{entry.name} ({where})" if where else entry.name
 
 
-def summary(plan: Plan, undo: bool, environ: Mapping[str, str]) -> list[str]:
+def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str, str]) -> list[str]:
     lines = [click.style(f"{plan.location.title}: {tilde(plan.location.path, environ)}", bold=True)]
     groups: dict[str, list[str]] = {}
     for entry in plan.entries:
@@ -182,7 +149,8 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str]) -> list[str]:
     for entry in plan.entries if not undo else ():
         if entry.kind not in (mc.WRAPPED, mc.SHIMMED):
             continue
-        command = mc.value_at(plan.doc.value, entry.block)[entry.name].get("command")
+        value = plan.entry_value(entry)
+        command = value.get("command") if isinstance(value, Mapping) else None
         if isinstance(command, str) and os.path.isabs(command) and not os.access(command, os.X_OK):
             lines.append(
                 f"  note: {entry.name} runs {command}, which is not there any more; "
@@ -190,10 +158,25 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str]) -> list[str]:
             )
     if plan.changes and plan.location.caution:
         lines.append(f"  note: {plan.location.caution}")
+    if plan.fmt == JSON_RECORD and not undo:
+        stale = [
+            e.name
+            for e in plan.entries
+            if isinstance(v := plan.entry_value(e), dict) and mc.UPSTREAM_KEY in v
+        ]
+        if stale:
+            lines.append(
+                f'  note: {", ".join(stale)}: "{mc.UPSTREAM_KEY}" (from an earlier init) makes Gemini CLI '
+                "refuse this file; run `bouncerctl init --undo --client gemini`, then "
+                "`bouncerctl init --client gemini`"
+            )
     if undo:
         for change in plan.changes:
-            entry = mc.value_at(plan.doc.value, change.block)[change.name]
-            dropped = mc.dropped_on_undo(entry)
+            entry = plan.entry_value(mc.Entry(change.block, change.name, mc.WRAPPED))
+            upstream = original_value(plan, mc.Entry(change.block, change.name, mc.WRAPPED))
+            if plan.whole or not isinstance(entry, dict) or not isinstance(upstream, dict):
+                continue
+            dropped = mc.dropped_on_undo(entry, upstream, env)
             if dropped:
                 keys = ", ".join(f'"{key}"' for key in dropped)
                 lines.append(f"  note: {change.name}: {keys} changed after init; undo restores the original")
@@ -204,7 +187,7 @@ def render_diff(plan: Plan, undo: bool, environ: Mapping[str, str]) -> str:
     assert plan.rewrite is not None
     label = "restored" if undo else "with Bouncer"
     shown = tilde(plan.location.path, environ)
-    diff = unified_diff(plan.doc.text, plan.rewrite.text, shown, label, plan.rewrite.edits)
+    diff = unified_diff(plan.text, plan.rewrite.text, shown, label, plan.rewrite.edits)
     styled = []
     for line in diff.splitlines(keepends=True):
         if line.startswith(("+++", "---")):
@@ -223,7 +206,7 @@ def render_diff(plan: Plan, undo: bool, environ: Mapping[str, str]) -> str:
 # ---- writing -----------------------------------------------------------------------------------------
 
 
-def commit(plan: Plan, environ: Mapping[str, str], now: datetime) -> str:
+def commit(plan: Plan, environ: Mapping[str, str], now: datetime, *, undo: bool) -> str:
     """Write one planned file; a line saying where the backup went. InitError if it changed meanwhile."""
     assert plan.rewrite is not None
     shown = tilde(plan.location.path, environ)
@@ -236,6 +219,7 @@ def commit(plan: Plan, environ: Mapping[str, str], now: datetime) -> str:
         raise InitError(
             f"{shown}: changed since it was read (is the client running?); not written. Run init again."
         )
+    init_record.save(environ, record_written(plan, undo))  # first: a crash must not lose the original
     try:
         saved = backup(plan.path, plan.raw, st.st_mode, now)
         write_atomically(plan.path, plan.rewrite.text.encode("utf-8"), st)
@@ -259,7 +243,9 @@ def _candidates(client: str | None, config: Path | None, environ: Mapping[str, s
     return [loc for loc in every if client is None or loc.client == client]
 
 
-def _read_all(candidates: list[Location], explicit: bool, environ: Mapping[str, str]) -> list[Plan]:
+def _read_all(
+    candidates: list[Location], explicit: bool, environ: Mapping[str, str], *, none_ok: bool = False
+) -> list[Plan]:
     plans: list[Plan] = []
     errors: list[str] = []
     seen: set[Path] = set()
@@ -273,12 +259,12 @@ def _read_all(candidates: list[Location], explicit: bool, environ: Mapping[str, 
             continue
         seen.add(real)
         try:
-            plans.append(read_config(location))
+            plans.append(read_config(location, environ))
         except InitError as exc:
             errors.append(exc.message)
     if errors:
         raise InitError("nothing was changed:\n  " + "\n  ".join(errors))
-    if not plans:
+    if not plans and not none_ok:
         looked = "\n  ".join(tilde(loc.path, environ) for loc in candidates)
         raise InitError(f"no MCP client config found; looked at:\n  {looked}\nName one with --config FILE.")
     return plans
@@ -290,7 +276,7 @@ def _read_all(candidates: list[Location], explicit: bool, environ: Mapping[str, 
     "--config",
     "config",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Rewrite this JSON file (any file with an mcpServers block).",
+    help="Rewrite this file: JSON/JSONC with an mcpServers (or servers) block, or a Codex config.toml.",
 )
 @click.option("--server", "servers", multiple=True, metavar="NAME", help="Only this server (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
@@ -319,15 +305,18 @@ def init(
 ) -> None:
     """Route your MCP clients' stdio servers through bouncer-shim (--undo puts them back).
 
-    Finds the MCP configs of Claude Code, Claude Desktop, Cursor, VS Code and Windsurf, shows the
-    change as a diff and asks before writing each file. The original entry is kept in the file under
-    "x-bouncer-upstream", and a timestamped backup beside it.
+    Finds the MCP configs of Claude Code, Claude Desktop, Codex, Cursor, Gemini CLI, VS Code and
+    Windsurf, shows the change as a diff and asks before writing each file. The original entry is kept
+    in the file under "x-bouncer-upstream" (Gemini CLI and Codex refuse unknown keys: there, in
+    Bouncer's state directory), and a timestamped backup beside it.
     """
     if client and config:
         raise click.UsageError("--client and --config cannot be used together")
     environ = os.environ
     candidates = _candidates(client, config, environ)
-    plans = _read_all(candidates, explicit=config is not None, environ=environ)
+    with_hooks = config is None and client in (None, "claude-code")
+    # --hooks alone is a request of its own: Claude Code's built-in tools need them with no MCP server
+    plans = _read_all(candidates, config is not None, environ, none_ok=with_hooks and bool(hooks))
     known = sorted({entry.name for plan in plans for entry in plan.entries})
     for plan in plans:
         select(plan, servers, undo)
@@ -344,20 +333,20 @@ def init(
         shim_path = os.path.abspath(shim) if shim is not None else find_shim(environ)
         if not os.access(shim_path, os.X_OK):
             raise InitError(f"{shim_path} is not an executable file")
+    env = entry_env(environ)
     errors = []
     for plan in plans:
         if plan.changes:
             try:
-                plan.rewrite = mc.apply(plan.doc, plan.changes, shim_path)
+                rewrite(plan, shim_path, env, undo)
             except mc.McpConfigError as exc:
                 errors.append(f"{plan.location.path}: {exc}")
     if errors:
         raise InitError("nothing was changed:\n  " + "\n  ".join(errors))
 
     for plan in plans:
-        click.echo("\n".join(summary(plan, undo, environ)))
+        click.echo("\n".join(summary(plan, undo, environ, env)))
     pending = [plan for plan in plans if plan.rewrite is not None]
-    with_hooks = config is None and client in (None, "claude-code")
     if not pending:
         what = "wrapped" if undo else "to wrap"
         click.echo(f"\nNothing to change: no {'stdio servers ' if not undo else 'servers '}{what}.")
@@ -390,7 +379,7 @@ def init(
             click.echo(f"left {shown} unchanged")
             continue
         try:
-            click.echo(commit(plan, environ, now))
+            click.echo(commit(plan, environ, now, undo=undo))
             written.append(plan)
         except InitError as exc:
             failures.append(exc.message)

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import click
 
+from bouncerctl import init_record
 from bouncerctl.hook_settings import claude_settings_with_hooks, claude_settings_without_hooks
 from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
+from bouncerctl.mcpconfig import serialise
 
 
 def settings_path(environ: Mapping[str, str]) -> Path:
@@ -42,21 +44,32 @@ def update_hooks(
         return
     path = settings_path(environ)
     shown = tilde(path, environ)
+    record = init_record.load(environ, path)
     try:
-        old_bytes = path.read_bytes() if path.exists() else b""
-        old = json.loads(old_bytes) if old_bytes.strip() else {}
+        existed = path.exists()
+        old_bytes = path.read_bytes() if existed else b""
+        old_text = old_bytes.decode("utf-8")
+        old = json.loads(old_text) if old_text.strip() else {}
         if not isinstance(old, dict):
             raise ValueError("the file does not hold a JSON object")
         new = claude_settings_without_hooks(old) if undo else claude_settings_with_hooks(old, hook_command())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise InitError(f"{shown}: cannot update Claude Code's hooks: {exc}") from None
     if new == old:
         if wanted:
             click.echo(f"\n{shown}: Bouncer's hooks are {'absent' if undo else 'already installed'}.")
+        if undo:
+            init_record.save(environ, init_record.Record(record.path))  # nothing of ours left to undo
         return
-    new_bytes = (json.dumps(new, indent=2, ensure_ascii=False) + "\n").encode()
+    whole = init_record.whole_file(record, old_text if existed else None) if undo else None
+    remove = whole == "" and record.absent  # init created the file, and it holds only what init wrote
+    if whole is not None:
+        new_text = whole
+    else:  # in the file's own layout (indentation, line ends), so the diff shows only the hooks
+        new_text = serialise(new, old_text) if old_text.strip() else json.dumps(new, indent=2) + "\n"
+    new_bytes = new_text.encode("utf-8")
     click.echo(f"\nClaude Code hooks ({'remove' if undo else 'vouch what you type, watch built-in tools'}):")
-    click.echo(unified_diff(old_bytes.decode(errors="replace"), new_bytes.decode(), shown, "hooks"), nl=False)
+    click.echo(unified_diff(old_text, new_text, shown, "hooks"), nl=False)
     if dry_run:
         return
     if not yes or wanted is None:
@@ -67,14 +80,26 @@ def update_hooks(
         elif not click.confirm(f"Write {shown}?", default=False):
             click.echo(f"left {shown} unchanged")
             return
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.exists():
-        st = path.stat()
-        saved = backup(path, old_bytes, st.st_mode, now)
-        write_atomically(path, new_bytes, st)
-        click.echo(f"wrote {shown} (backup: {saved.name})")
-    else:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(new_bytes)
-        click.echo(f"wrote {shown}")
+    if not undo:
+        clean = claude_settings_without_hooks(old) == old
+        init_record.after_write(record, old_text if existed else None, new_text, clean=clean)
+        init_record.save(environ, record)  # first: a crash must not lose the original text
+    try:
+        if remove:
+            path.unlink()
+            click.echo(f"removed {shown} (init had created it)")
+        elif existed:
+            st = path.stat()
+            saved = backup(path, old_bytes, st.st_mode, now)
+            write_atomically(path, new_bytes, st)
+            click.echo(f"wrote {shown} (backup: {saved.name})")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(new_bytes)
+            click.echo(f"wrote {shown}")
+    except OSError as exc:
+        raise InitError(f"{shown}: not written: {exc.strerror or exc}") from None
+    if undo:
+        init_record.save(environ, init_record.Record(record.path))

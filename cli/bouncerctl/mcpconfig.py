@@ -5,11 +5,9 @@ Theory of operation
 Pure: text and values in, text and values out. `bouncerctl init` (init_cmd.py, init_files.py) does
 the file I/O.
 
-Parsing. Client configs are JSON; VS Code's are JSONC (comments and trailing commas). `parse` blanks
-comments and trailing commas to spaces (same length, newlines kept), so an offset in the blanked text
-is the same offset in the original, and so are the line and column `json.loads` reports for an
-error. `Node` then says where each object member's key and value sit (`Member`), reading members
-only along the paths asked for and letting json's C scanner find where each value ends.
+Parsing (`bouncerctl.jsonc`, re-exported here). Client configs are JSON; VS Code's are JSONC
+(comments and trailing commas), Gemini CLI's may hold comments. Every parsed value knows where it
+sits in the text, so a rewrite touches only the bytes of the entries concerned.
 
 Classifying. Each entry of a server block (``mcpServers``, VS Code's ``servers``, and Claude Code's
 per-project ``projects.<path>.mcpServers``) is one of: a stdio server (`STDIO`, has a ``command``),
@@ -21,10 +19,15 @@ Rewriting changes only the text of the entries concerned:
 - wrap: inside the entry, the value of ``command`` becomes the shim's absolute path and ``args``
   becomes ``["--name", NAME, "--", COMMAND, *ARGS]`` (copied token by token from the original, so
   escapes survive); every other member (env, cwd, type, the client's own settings) stays where it
-  was, so the upstream still gets its environment and directory; and a member ``x-bouncer-upstream``
-  holding the entry's original text is appended, its continuation lines indented one level deeper.
+  was, so the upstream still gets its environment and directory; the variables init must pass
+  (`env`, from `bouncerd.paths.entry_env`) are added to ``env`` where the entry does not set them
+  (an ``env`` member is added if there is none); and a member ``x-bouncer-upstream`` holding the
+  entry's original text is appended, its continuation lines indented one level deeper. With
+  ``upstream=False`` (a client whose schema rejects unknown keys) that member is left out: init keeps
+  the original text in its undo record instead.
 - unwrap: the entry's text is replaced by the text of its ``x-bouncer-upstream`` value with that
-  level of indentation taken off again, so init then undo gives back the original bytes.
+  level of indentation taken off again (or by `Change.original`, the record's text), so init then
+  undo gives back the original bytes.
 Every rewrite is checked: the new text must parse to exactly the value that the same change applied
 to the parsed value gives. If it does not (an entry edited by hand into a shape the text edit does not
 expect), the document is re-serialised from that value with the file's detected indentation:
@@ -37,10 +40,22 @@ from __future__ import annotations
 import copy
 import json
 import os.path
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
+
+from bouncerctl import jsonc
+
+# The parser, known to callers as part of this module.
+ConfigSyntaxError = jsonc.ConfigSyntaxError
+Document = jsonc.Document
+McpConfigError = jsonc.McpConfigError
+Member = jsonc.Member
+Node = jsonc.Node
+node_at = jsonc.node_at
+parse = jsonc.parse
+value_at = jsonc.value_at
 
 UPSTREAM_KEY = "x-bouncer-upstream"
 SHIM_NAME = "bouncer-shim"
@@ -63,16 +78,8 @@ UNWRAP = "unwrap"
 
 Block = tuple[str, ...]
 
-
-class McpConfigError(Exception):
-    """A config Bouncer cannot read or rewrite; the message says why (init_cmd adds the file name)."""
-
-
-class ConfigSyntaxError(McpConfigError):
-    def __init__(self, message: str, line: int, column: int) -> None:
-        super().__init__(f"line {line}, column {column}: {message}")
-        self.line = line
-        self.column = column
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
+_MISSING = object()
 
 
 class ConfigShapeError(McpConfigError):
@@ -81,186 +88,6 @@ class ConfigShapeError(McpConfigError):
 
 class RewriteError(McpConfigError):
     """The change cannot be made without losing something (comments)."""
-
-
-# ---- parsing ---------------------------------------------------------------------------------------
-
-# Everything up to the next "/" (or ",") that is not inside a string literal, in one regex step: a
-# file without comments costs no Python loop over its strings.
-_STRING = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'  # unrolled (Friedl): no backtracking, ten times faster
-_CODE_UP_TO_SLASH = re.compile(rf'[^"/]*(?:{_STRING}[^"/]*)*')
-_CODE_UP_TO_COMMA = re.compile(rf'[^",]*(?:{_STRING}[^",]*)*')
-_ANY_TRAILING_COMMA = re.compile(r",[ \t\r\n]*[}\]]")
-_WHITESPACE = re.compile(r"[ \t\r\n]*")
-_DECODER = json.JSONDecoder()
-
-
-def _skip(text: str, i: int) -> int:
-    """The first index at or after `i` that is not JSON whitespace."""
-    match = _WHITESPACE.match(text, i)
-    return match.end() if match else i
-
-
-class Node:
-    """Where a JSON value sits in the text: [start, end). Objects have `members`, arrays `items`.
-
-    Members and items are read when first asked for, each value's end found by json's C scanner, so
-    a large config (Claude Code's ~/.claude.json keeps every project's history) costs a few
-    milliseconds, not a Python loop over every byte.
-    """
-
-    def __init__(self, text: str, start: int, end: int) -> None:
-        self.text = text
-        self.start = start
-        self.end = end
-        self._members: list[Member] | None = None
-        self._items: list[Node] | None = None
-
-    def _value_at(self, i: int) -> Node:
-        start = _skip(self.text, i)
-        _, end = _DECODER.raw_decode(self.text, start)
-        return Node(self.text, start, end)
-
-    def _next(self, i: int) -> int:
-        """Past the whitespace and the separating comma after a value ending at `i`."""
-        text = self.text
-        i = _skip(text, i)
-        return _skip(text, i + 1) if text[i] == "," else i
-
-    @property
-    def members(self) -> list[Member] | None:
-        if self.text[self.start] != "{":
-            return None
-        if self._members is None:
-            text, members = self.text, []
-            i = _skip(text, self.start + 1)
-            while text[i] != "}":
-                key, key_end = _DECODER.raw_decode(text, i)
-                colon = _skip(text, key_end)
-                value = self._value_at(colon + 1)
-                members.append(Member(key, i, key_end, value))
-                i = self._next(value.end)
-            self._members = members
-        return self._members
-
-    @property
-    def items(self) -> list[Node] | None:
-        if self.text[self.start] != "[":
-            return None
-        if self._items is None:
-            text, items = self.text, []
-            i = _skip(text, self.start + 1)
-            while text[i] != "]":
-                item = self._value_at(i)
-                items.append(item)
-                i = self._next(item.end)
-            self._items = items
-        return self._items
-
-    def member(self, key: str) -> Member | None:
-        """The member named `key` (the last one if the key repeats, as json.loads keeps the last)."""
-        return next((member for member in reversed(self.members or []) if member.key == key), None)
-
-
-@dataclass
-class Member:
-    key: str
-    key_start: int
-    key_end: int
-    value: Node
-
-
-@dataclass
-class Document:
-    text: str
-    blanked: str  # `text` with comments and trailing commas turned into spaces
-    value: Any
-    root: Node
-    has_comments: bool
-
-    @property
-    def newline(self) -> str:
-        return "\r\n" if "\r\n" in self.text else "\n"
-
-
-def _line_col(text: str, pos: int) -> tuple[int, int]:
-    line = text.count("\n", 0, pos) + 1
-    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
-
-
-def _blank(text: str) -> tuple[str, bool]:
-    """`text` with comments and trailing commas blanked to spaces (newlines kept); and: had comments?"""
-    if text.startswith("\ufeff"):
-        text = " " + text[1:]
-    n = len(text)
-    comments = False
-    if "//" in text or "/*" in text:
-        pieces, last, i = [], 0, 0
-        while True:
-            i = _until(_CODE_UP_TO_SLASH, text, i)
-            if i >= n or text[i] != "/":  # the end, or an unterminated string that json.loads reports
-                break
-            if text.startswith("//", i):
-                end = text.find("\n", i)
-                end = n if end < 0 else end
-            elif text.startswith("/*", i):
-                close = text.find("*/", i + 2)
-                if close < 0:
-                    raise ConfigSyntaxError("unterminated /* comment", *_line_col(text, i))
-                end = close + 2
-            else:
-                i += 1
-                continue
-            pieces += [text[last:i], re.sub(r"[^\n]", " ", text[i:end])]
-            last = i = end
-            comments = True
-        text = "".join([*pieces, text[last:]])
-    if _ANY_TRAILING_COMMA.search(text):
-        pieces, last, i = [], 0, 0
-        while True:
-            i = _until(_CODE_UP_TO_COMMA, text, i)
-            if i >= n or text[i] != ",":
-                break
-            after = _skip(text, i + 1)
-            if after < n and text[after] in "}]":
-                pieces += [text[last:i], " "]
-                last = i + 1
-            i += 1
-        text = "".join([*pieces, text[last:]])
-    return text, comments
-
-
-def _until(pattern: re.Pattern[str], text: str, i: int) -> int:
-    match = pattern.match(text, i)
-    return match.end() if match else i
-
-
-def parse(text: str) -> Document:
-    """Parse JSON or JSONC; ConfigSyntaxError (with line and column) if it is neither."""
-    blanked, comments = _blank(text)
-    try:
-        value = json.loads(blanked)
-    except json.JSONDecodeError as exc:
-        raise ConfigSyntaxError(exc.msg, exc.lineno, exc.colno) from None
-    except RecursionError:
-        raise ConfigSyntaxError("nested too deeply", 1, 1) from None
-    start = _skip(blanked, 0)
-    root = Node(blanked, start, len(blanked.rstrip(" \t\r\n")))
-    return Document(text=text, blanked=blanked, value=value, root=root, has_comments=comments)
-
-
-def node_at(root: Node, path: Sequence[str]) -> Node | None:
-    node: Node | None = root
-    for key in path:
-        member = node.member(key) if node is not None else None
-        node = member.value if member is not None else None
-    return node
-
-
-def value_at(value: Any, path: Sequence[str]) -> Any:
-    for key in path:
-        value = value[key]
-    return value
 
 
 # ---- finding and classifying servers ---------------------------------------------------------------
@@ -327,6 +154,8 @@ def classify(entry: Any) -> tuple[str, str]:
     args = entry.get("args", [])
     if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         return UNUSABLE, '"args" is not a list of strings'
+    if not isinstance(entry.get("env", {}), dict):  # init adds to it: it must be an object
+        return UNUSABLE, '"env" is not an object'
     return STDIO, ""
 
 
@@ -348,7 +177,16 @@ def shim_args(name: str, entry: dict[str, Any]) -> list[Any]:
     return ["--name", name, "--", entry["command"], *entry.get("args", [])]
 
 
-def wrap_value(name: str, entry: dict[str, Any], shim: str) -> dict[str, Any]:
+def added_env(entry: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `env` the entry does not set itself (its own settings win: the person wrote them)."""
+    own = entry.get("env")
+    own = own if isinstance(own, Mapping) else {}
+    return {key: value for key, value in env.items() if key not in own}
+
+
+def wrap_value(
+    name: str, entry: dict[str, Any], shim: str, env: Mapping[str, str] = _NO_ENV, *, upstream: bool = True
+) -> dict[str, Any]:
     wrapped: dict[str, Any] = {}
     for key, item in entry.items():
         if key == "command":
@@ -356,7 +194,11 @@ def wrap_value(name: str, entry: dict[str, Any], shim: str) -> dict[str, Any]:
             wrapped["args"] = shim_args(name, entry)
         elif key != "args":
             wrapped[key] = copy.deepcopy(item)
-    wrapped[UPSTREAM_KEY] = copy.deepcopy(entry)
+    extra = added_env(entry, env)
+    if extra:
+        wrapped["env"] = {**wrapped.get("env", {}), **extra}
+    if upstream:
+        wrapped[UPSTREAM_KEY] = copy.deepcopy(entry)
     return wrapped
 
 
@@ -365,15 +207,26 @@ def unwrap_value(entry: dict[str, Any]) -> dict[str, Any]:
     return upstream
 
 
-def dropped_on_undo(entry: dict[str, Any]) -> list[str]:
-    """Keys of a wrapped entry changed (or added) after init: undo restores the original and drops them."""
-    upstream = entry[UPSTREAM_KEY]
+def dropped_on_undo(
+    entry: dict[str, Any], upstream: dict[str, Any] | None = None, env: Mapping[str, str] = _NO_ENV
+) -> list[str]:
+    """Keys of a wrapped entry changed (or added) after init: undo restores the original and drops them.
+
+    `upstream` is the original entry (default: the one kept under ``x-bouncer-upstream``); `env` the
+    variables init adds, which are no change of the person's."""
+    if upstream is None:
+        upstream = entry[UPSTREAM_KEY]
+    assert upstream is not None
+    expected = {**entry, "env": {**upstream.get("env", {}), **added_env(upstream, env)}}
+    if not expected["env"]:
+        del expected["env"]
     ignored = {"command", "args", UPSTREAM_KEY}
     keys = (set(entry) | set(upstream)) - ignored
-    return sorted(key for key in keys if entry.get(key, _MISSING) != upstream.get(key, _MISSING))
-
-
-_MISSING = object()
+    return sorted(
+        key
+        for key in keys
+        if entry.get(key, _MISSING) != (expected if key == "env" else upstream).get(key, _MISSING)
+    )
 
 
 # ---- the change, on text ----------------------------------------------------------------------------
@@ -463,7 +316,31 @@ def _apply_edits(text: str, base: int, edits: list[tuple[int, int, str]]) -> str
     return text
 
 
-def _wrap_text(doc: Document, name_member: Member, shim: str) -> str:
+def _env_edit(doc: Document, entry: Node, env: Mapping[str, str]) -> tuple[int, int, str] | None:
+    """Add `env` to the entry's ``env`` object (or add one holding it after its last member)."""
+    if not env:
+        return None
+    layout = _layout(doc, entry)
+    member = entry.member("env")
+    if member is None:
+        inline = "{" + ", ".join(_pair(key, value, ": ") for key, value in env.items()) + "}"
+        last = (entry.members or [])[-1].value
+        return (last.end, last.end, layout.separator + '"env"' + layout.colon + inline)
+    node = member.value
+    if not node.members:  # {} (or only whitespace and comments inside): replaced by an inline object
+        return (node.start, node.end, "{" + ", ".join(_pair(k, v, ": ") for k, v in env.items()) + "}")
+    inner = _layout(doc, node)
+    last = node.members[-1].value
+    return (last.end, last.end, "".join(inner.separator + _pair(k, v, inner.colon) for k, v in env.items()))
+
+
+def _pair(key: str, value: str, colon: str) -> str:
+    return json.dumps(key, ensure_ascii=False) + colon + json.dumps(value, ensure_ascii=False)
+
+
+def _wrap_text(
+    doc: Document, name_member: Member, shim: str, env: Mapping[str, str] = _NO_ENV, *, upstream: bool = True
+) -> str:
     text = doc.text
     entry = name_member.value
     command = entry.member("command")
@@ -483,9 +360,13 @@ def _wrap_text(doc: Document, name_member: Member, shim: str) -> str:
             (command.value.end, command.value.end, layout.separator + '"args"' + layout.colon + inline)
         )
     original = text[entry.start : entry.end]
-    last = (entry.members or [])[-1].value
-    upstream = layout.separator + json.dumps(UPSTREAM_KEY) + layout.colon + indent_more(original, layout.unit)
-    edits.append((last.end, last.end, upstream))
+    env_edit = _env_edit(doc, entry, added_env(json.loads(doc.blanked[entry.start : entry.end]), env))
+    if env_edit is not None:
+        edits.append(env_edit)
+    if upstream:
+        last = (entry.members or [])[-1].value
+        kept = layout.separator + json.dumps(UPSTREAM_KEY) + layout.colon + indent_more(original, layout.unit)
+        edits.append((last.end, last.end, kept))
     return _apply_edits(original, entry.start, edits)
 
 
@@ -505,6 +386,8 @@ class Change:
     block: Block
     name: str
     action: str  # WRAP or UNWRAP
+    # UNWRAP of an entry without x-bouncer-upstream: the entry's original text, kept in init's undo record
+    original: str | None = None
 
 
 @dataclass
@@ -515,7 +398,14 @@ class Rewrite:
     edits: list[tuple[int, int, str]] = field(default_factory=list)  # in place: [start, end) of the old text
 
 
-def expected_value(doc: Document, changes: Iterable[Change], shim: str) -> Any:
+def expected_value(
+    doc: Document,
+    changes: Iterable[Change],
+    shim: str,
+    env: Mapping[str, str] = _NO_ENV,
+    *,
+    upstream: bool = True,
+) -> Any:
     """The document's value with `changes` made. Only the containers on the way are copied."""
     value = dict(doc.value)
     copied: set[Block] = {()}
@@ -527,15 +417,30 @@ def expected_value(doc: Document, changes: Iterable[Change], shim: str) -> Any:
                 copied.add(change.block[:depth])
             container = container[key]
         entry = container[change.name]
-        container[change.name] = (
-            wrap_value(change.name, entry, shim) if change.action == WRAP else unwrap_value(entry)
-        )
+        if change.action == WRAP:
+            container[change.name] = wrap_value(change.name, entry, shim, env, upstream=upstream)
+        elif change.original is not None:
+            container[change.name] = parse(change.original).value
+        else:
+            container[change.name] = unwrap_value(entry)
     return value
 
 
-def apply(doc: Document, changes: Sequence[Change], shim: str = "", *, in_place: bool = True) -> Rewrite:
-    """`changes` made to the document: in place if that gives the expected value, else re-serialised."""
-    expected = expected_value(doc, changes, shim)
+def apply(
+    doc: Document,
+    changes: Sequence[Change],
+    shim: str = "",
+    env: Mapping[str, str] = _NO_ENV,
+    *,
+    in_place: bool = True,
+    upstream: bool = True,
+) -> Rewrite:
+    """`changes` made to the document: in place if that gives the expected value, else re-serialised.
+
+    `env`: variables each wrapped entry must carry (added to its ``env`` where it does not set them).
+    `upstream` False: the original entry is not kept in the file (a client whose schema rejects unknown
+    keys); init keeps its text in an undo record instead, and gives it back as `Change.original`."""
+    expected = expected_value(doc, changes, shim, env, upstream=upstream)
     if in_place:
         edits = []
         for change in changes:
@@ -543,7 +448,12 @@ def apply(doc: Document, changes: Sequence[Change], shim: str = "", *, in_place:
             member = block.member(change.name) if block is not None else None
             if member is None:
                 break
-            new = _wrap_text(doc, member, shim) if change.action == WRAP else _unwrap_text(doc, member.value)
+            if change.action == WRAP:
+                new = _wrap_text(doc, member, shim, env, upstream=upstream)
+            elif change.original is not None:
+                new = change.original
+            else:
+                new = _unwrap_text(doc, member.value)
             edits.append((member.value.start, member.value.end, new))
         else:
             text = _apply_edits(doc.text, 0, edits)

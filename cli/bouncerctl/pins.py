@@ -4,6 +4,10 @@ A pin is the hash of a tool's name, description and input schema, taken on first
 new, or whose description or schema changed since it was pinned, is refused at call time until a
 person accepts it here. `show` prints what changed, field by field, so the person can read the new
 description before trusting it (a changed description is how a server smuggles instructions in).
+
+The form waiting for review is the daemon's journaled record of the last one listed (when, in which
+client's session), so `show` and `accept` work the same after the server disconnected or the daemon
+restarted, and agree with `status` and `report`, which read the same ``pins`` op.
 """
 
 from __future__ import annotations
@@ -14,7 +18,18 @@ from typing import Any
 
 import click
 
-from bouncerctl.common import request
+from bouncerctl.common import RequestFailed, local_clock, request
+
+MARKS = {"pinned": "ok", "changed": "CHANGED", "new": "NEW", "not listed": "UNLISTED"}
+MARK_WIDTH = max(len(mark) for mark in MARKS.values())
+MIN_WIDTH = 40  # below this a terminal is too narrow to fold into; lines are folded as if it were 40
+
+LEGEND = """\
+ok        the pin covers the form the server lists
+CHANGED   the description or schema differs from the pin (the new form is shown)
+NEW       listed after first use and never accepted
+UNLISTED  pinned, but missing from the server's latest list
+Calls to CHANGED, NEW and UNLISTED tools are refused until accepted."""
 
 
 @click.group()
@@ -33,38 +48,73 @@ def show(server: str | None, as_json: bool) -> None:
         click.echo(json.dumps(servers, indent=2, ensure_ascii=False))
         return
     if not servers:
-        click.echo("no server has listed its tools yet" + (f" under the name {server!r}" if server else ""))
+        if server:
+            raise RequestFailed(f"no server named {server!r} has listed its tools to this daemon")
+        click.echo("no server has listed its tools yet")
         return
     for srv in servers:
-        click.echo(f"{srv['name']}  ({' '.join(srv['upstream'])})")
+        click.echo(_wrapped(f"{srv['name']}  ({' '.join(srv['upstream'])})", ""))
         for tool in srv["tools"]:
-            mark = {"pinned": "  ok     ", "changed": "  CHANGED", "new": "  NEW    "}.get(
-                tool["state"], "  gone   "
-            )
-            click.echo(f"{mark} {tool['name']}")
-            if tool["state"] == "changed":
-                click.echo(_diff(tool["pinned"], tool["live"]))
+            mark = MARKS.get(tool["state"], tool["state"].upper())
+            click.echo(f"  {mark.ljust(MARK_WIDTH)}  {tool['name']}")
+            if tool["state"] in ("changed", "new"):
+                for line in _waiting(tool):
+                    click.echo(_wrapped(line, " " * (MARK_WIDTH + 4)))
         pending = [t["name"] for t in srv["tools"] if t["state"] in ("changed", "new")]
         if pending:
             click.echo(f"  to trust them: bouncerctl pins accept {srv['name']} {' '.join(pending)}")
         click.echo("")
+    click.echo(LEGEND)
+
+
+def _waiting(tool: dict[str, Any]) -> list[str]:
+    """What waits for review: who listed it when, then the diff against the pin (or the new form)."""
+    lines = []
+    seen = tool.get("seen")
+    if isinstance(seen, dict):
+        client = seen.get("client") or "an unnamed client"
+        where = "in the server's latest list" if seen.get("listed_now") else "not in the server's latest list"
+        lines.append(f"seen {local_clock(float(seen.get('ts') or 0))} by {client} ({where})")
+    live = tool.get("live") or {}
+    if tool["state"] == "changed" and isinstance(tool.get("pinned"), dict):
+        lines += _diff(tool["pinned"], live).splitlines()
+    else:
+        lines += json.dumps(live, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    return lines
+
+
+def _wrapped(line: str, indent: str) -> str:
+    """A diff or description line folded to the terminal's width, each piece under its +/- mark, so
+    nothing of a changed description is cut or lost off the edge."""
+    import shutil
+    import textwrap
+
+    width = max(MIN_WIDTH, shutil.get_terminal_size().columns) - len(indent)
+    if len(line) <= width:
+        return indent + line
+    mark = line[:1] if line[:1] in ("+", "-", " ") else ""
+    pieces = textwrap.wrap(line[len(mark) :], width - len(mark), drop_whitespace=False) or [""]
+    return "\n".join(indent + mark + piece for piece in pieces)
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
     a = json.dumps(old, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
     b = json.dumps(new, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
     lines = difflib.unified_diff(a, b, "pinned", "now", lineterm="", n=1)
-    return "\n".join("      " + line for line in lines)
+    return "\n".join(lines)
 
 
 @pins.command("accept")
 @click.argument("server")
 @click.argument("tools", nargs=-1)
 def accept(server: str, tools: tuple[str, ...]) -> None:
-    """Pin the current form of TOOLS of SERVER (all new and changed tools if none are named)."""
+    """Pin the form of TOOLS of SERVER that `pins show` shows (all new and changed tools if none named)."""
     reply = request("pins_accept", server=server, tools=list(tools) if tools else None)
     accepted = reply.get("accepted", [])
     if accepted:
         click.echo(f"pinned {len(accepted)} tool(s) of {server}: {', '.join(accepted)}")
+        missed = sorted(set(tools) - set(accepted))
+        if missed:
+            click.echo(f"nothing waited for review under {', '.join(missed)}")
     else:
         click.echo(f"nothing to accept for {server}: its tools match their pins")

@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 A client's ``tools/call`` never reaches the server before bouncerd has judged it: the relay makes a
 `Held` of it and gives it to `HeldCalls.hold`. With the link up its verdict is requested at once;
-otherwise it waits (`take_waiting`, when the link comes up or is lost) and nothing about it is sent.
+otherwise it waits (`take_waiting`, when the link comes up or is lost) and nothing about it is sent;
+a call on a server whose tool list the shim does not know waits for the list first (`unlisted`).
 A verdict request that msgpack cannot carry releases the call again and `hold` says so: the relay
 refuses it. Calls are kept by JSON-RPC id key, several per key (a client may reuse an id), so a
 ``notifications/cancelled`` naming that id drops them all (`cancel`): a dropped call is never
@@ -88,23 +89,37 @@ class Held:
 
 
 class HeldCalls:
-    __slots__ = ("_by_key", "_request", "_waiting", "held_bytes")
+    __slots__ = ("_by_key", "_request", "_waiting", "held_bytes", "unlisted")
 
     def __init__(self, request: Requester) -> None:
         self._request = request
         self._by_key: dict[IdKey, list[Held]] = {}
         self._waiting: list[Held] = []  # held while the link is not up: no verdict requested yet
+        self.unlisted: list[Held] = []  # held until the server's tool list is known (selflist.py)
         self.held_bytes = 0  # the lines of every held call
 
-    def hold(self, held: Held, *, link_up: bool) -> bool:
-        """Hold a call and request its verdict now (`link_up`) or once the relay says so. False: the
-        request cannot be encoded and the call is released again (refuse it)."""
+    def hold(self, held: Held, *, link_up: bool, listed: bool = True) -> bool:
+        """Hold a call and request its verdict now (`link_up`) or once the relay says so; a call that
+        needs the tool list first (not `listed`) waits for it. False: the request cannot be encoded and
+        the call is released again (refuse it)."""
         self._by_key.setdefault(held.key, []).append(held)
         self.held_bytes += len(held.line)
-        if link_up:
+        if not listed:
+            self.unlisted.append(held)
+        elif link_up:
             return self.request_verdict(held)
-        self._waiting.append(held)
+        else:
+            self._waiting.append(held)
         return True
+
+    def wait(self, held: Held) -> None:
+        """A held call waits for the link (its tool list is known now, the link is not up)."""
+        self._waiting.append(held)
+
+    def take_unlisted(self) -> list[Held]:
+        """The calls that waited for the tool list, in arrival order (no longer waiting for it)."""
+        unlisted, self.unlisted = self.unlisted, []
+        return unlisted
 
     def request_verdict(self, held: Held) -> bool:
         """Ask bouncerd to judge `held`; False (and released) if msgpack cannot carry the request."""
@@ -143,4 +158,5 @@ class HeldCalls:
             held.dropped = True
             self.held_bytes -= len(held.line)
         self._waiting = [h for h in self._waiting if not h.dropped]
+        self.unlisted = [h for h in self.unlisted if not h.dropped]
         return calls

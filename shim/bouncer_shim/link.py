@@ -9,45 +9,39 @@ events: `CONNECTED`, `LOST` and a decoded reply (a dict).
 
 Connecting. Before each attempt the runtime directory is checked to be private (ours, 0700, not a
 symlink): a socket in a directory someone else can write could be theirs, answering every verdict.
-An attempt that finds no daemon does, the first time and unless ``BOUNCER_NO_AUTOSTART=1``, start
-one: ``python -m bouncerd --foreground`` in its own session, stdin from /dev/null, output appended to
-the daemon log. Two shims racing to autostart is fine, the daemon's instance lock makes the loser
-exit. During the first AUTOSTART_WAIT_SECONDS the link retries every AUTOSTART_POLL_SECONDS and
-reports nothing (the relay holds calls meanwhile); after that it reports LOST and retries with
-exponential backoff. A connection that drops is reported LOST at once and retried the same way; a
-daemon that died is autostarted again, at most once every AUTOSTART_INTERVAL_SECONDS. A daemon that
-accepts but stops answering is dropped by the pump (see DAEMON_ACK_TIMEOUT_SECONDS there).
+An attempt that finds no daemon asks `bouncerd.autostart.start_daemon` (unless
+``BOUNCER_NO_AUTOSTART=1``), the code path the hooks use too: under a start lock shared by every
+shim and hook of the user it starts ``python -m bouncerd --foreground`` if none runs or is starting,
+and the backoff between starts allows (quick after a healthy daemon died, slower while starts fail,
+once a minute for a daemon that keeps dying at start). While a daemon is being started, by this shim
+or another, the link retries every AUTOSTART_POLL_SECONDS for up to AUTOSTART_WAIT_SECONDS; on the
+first connection it reports nothing meanwhile (the relay holds calls), after that it reports LOST and
+retries with exponential backoff, never later than the next start the backoff allows. A connection
+that drops is reported LOST at once and retried the same way. A daemon that accepts but stops
+answering is dropped by the pump (see DAEMON_ACK_TIMEOUT_SECONDS there).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import socket
-import sys
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from bouncer_shim.fdio import PeerGoneError, Writer
+from bouncerd import autostart, wire
 from bouncerd import paths as bouncer_paths
-from bouncerd import wire
+from bouncerd.autostart import AUTOSTART_POLL_SECONDS, AUTOSTART_VARIABLE, AUTOSTART_WAIT_SECONDS
 from bouncerd.errors import BouncerError, ProtocolError
 
 if TYPE_CHECKING:
     import subprocess
 
-AUTOSTART_VARIABLE: Final = "BOUNCER_NO_AUTOSTART"
-
-# A cold bouncerd (interpreter, imports, journal replay) listens within a second on a loaded machine;
-# five bound the wait for one the shim started, during which calls and output are held, not refused.
-AUTOSTART_WAIT_SECONDS: Final = 5.0
-AUTOSTART_POLL_SECONDS: Final = 0.05
-# A daemon the shim started that exits at once either failed or lost the start-up race to another
-# daemon, which is then about to listen; the shim waits this much longer, not the whole window.
+# A daemon this shim started that exits with EXIT_ALREADY_RUNNING lost the start-up race to one
+# started elsewhere (a service, a person), which is then about to listen: wait this much longer.
 AUTOSTART_LOSER_GRACE_SECONDS: Final = 1.0
-# A daemon that keeps dying is not restarted in a tight loop by every shim of every client.
-AUTOSTART_INTERVAL_SECONDS: Final = 30.0
 
 # Reconnect backoff: quick for a daemon restart (a service manager brings it back in well under a
 # second), doubling to a ceiling so a daemon that stays away costs one connect() every 2 s.
@@ -82,7 +76,7 @@ class DaemonLink:
     def __init__(self, environ: Mapping[str, str], *, now: float) -> None:
         self._environ = dict(environ)
         self._paths = bouncer_paths.resolve(environ)
-        self._autostart = environ.get(AUTOSTART_VARIABLE, "") not in ("1", "true", "yes")
+        self._autostart = autostart.autostart_enabled(environ)
         self.sock: socket.socket | None = None
         self._writer: Writer | None = None
         self._decoder = wire.FrameDecoder()
@@ -90,9 +84,9 @@ class DaemonLink:
         self._view = memoryview(self._buf)
         self._retry_at: float | None = now
         self._delay = RECONNECT_FIRST_DELAY_SECONDS
-        self._starting_until: float | None = None  # end of the first-connect window
+        self._starting_until: float | None = None  # end of the window a daemon being started has
         self._first = True
-        self._last_autostart: float | None = None
+        self._why_down: str | None = None  # the starter's reason it is not starting one, for a person
         self._daemon: subprocess.Popen[bytes] | None = None  # one we started, until reaped
         self._said: set[str] = set()  # diagnostics already given (each once)
         self.diagnostics: list[str] = []
@@ -117,30 +111,54 @@ class DaemonLink:
     # ---- connecting ------------------------------------------------------------------------------
 
     def poll(self, now: float) -> list[LinkEvent]:
-        """Attempt a connection if one is due; reap an autostarted daemon that exited."""
-        if self._daemon is not None and self.sock is None and self._daemon.poll() is not None:
-            self._daemon = None  # reaped: it failed (its log says why) or lost the race to another one
-            if self._starting_until is not None:
-                self._starting_until = min(self._starting_until, now + AUTOSTART_LOSER_GRACE_SECONDS)
+        """Attempt a connection if one is due; start a daemon if none runs; reap one we started."""
+        if self._daemon is not None and self._daemon.poll() is not None:
+            lost_race = self._daemon.returncode == autostart.EXIT_ALREADY_RUNNING
+            self._daemon = None  # reaped: it failed (its log says why) or another daemon won the lock
+            if self.sock is None and self._starting_until is not None:
+                self._starting_until = now + AUTOSTART_LOSER_GRACE_SECONDS if lost_race else None
         if self.sock is not None or self._retry_at is None or now < self._retry_at:
             return []
         if self._connect():
             self._first = False
             self._starting_until = None
+            self._why_down = None
             self._retry_at = None  # the backoff is reset by the first reply, not by the connect
             return [CONNECTED]
-        if self._first:
-            if self._starting_until is None and self._maybe_autostart(now):
-                self._starting_until = now + AUTOSTART_WAIT_SECONDS
-            if self._starting_until is not None and now < self._starting_until:
-                self._retry_at = now + AUTOSTART_POLL_SECONDS
-                return []
-            self._first = False
+        if self._starting_until is not None and now < self._starting_until:
+            self._retry_at = now + AUTOSTART_POLL_SECONDS
+            return []
+        waited = self._starting_until is not None  # a start window just ended without a daemon
+        self._starting_until = None
+        outcome = self._start()
+        starting = outcome.kind in (autostart.STARTED, autostart.STARTING, autostart.RUNNING)
+        if starting:
+            self._starting_until = now + AUTOSTART_WAIT_SECONDS
+            self._retry_at = now + AUTOSTART_POLL_SECONDS
+        else:
             self._schedule(now)
+            if outcome.kind == autostart.WAITING and self._retry_at is not None:
+                self._retry_at = min(self._retry_at, now + max(outcome.retry_after, AUTOSTART_POLL_SECONDS))
+            self._why_down = outcome.message
+            if outcome.kind != autostart.WAITING or outcome.broken:  # the countdown is not news
+                self._say(outcome.message)
+        if self._first and (waited or not starting):
+            self._first = False  # calls held for the first connection are refused from now on
             return [Lost(self._unreachable())]
-        self._maybe_autostart(now)
-        self._schedule(now)
         return []
+
+    def _start(self) -> autostart.StartOutcome:
+        # wall-clock time, not the pump's clock: the start record is shared with other processes
+        outcome = autostart.start_daemon(self._paths, self._environ, now=time.time())
+        if outcome.kind == autostart.STARTED:
+            self._daemon = outcome.process
+            self._say(outcome.message)
+        return outcome
+
+    @property
+    def why_down(self) -> str | None:
+        """Why no daemon is coming yet (autostart off, failing starts and their log), or None."""
+        return self._why_down
 
     def _schedule(self, now: float) -> None:
         self._retry_at = now + self._delay
@@ -170,43 +188,13 @@ class DaemonLink:
         self._decoder = wire.FrameDecoder()
         return True
 
-    def _maybe_autostart(self, now: float) -> bool:
-        if not self._autostart or self._daemon is not None:
-            return False
-        if self._last_autostart is not None and now - self._last_autostart < AUTOSTART_INTERVAL_SECONDS:
-            return False
-        self._last_autostart = now
-        import subprocess  # only here: it costs start-up time, and most shims find a daemon running
-
-        try:
-            bouncer_paths.ensure_private_dir(self._paths.state)
-            log_fd = os.open(self._paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except (BouncerError, OSError) as exc:
-            self._say(f"cannot start bouncerd: {exc}")
-            return False
-        try:
-            self._daemon = subprocess.Popen(
-                [sys.executable, "-m", "bouncerd", "--foreground"],
-                stdin=subprocess.DEVNULL,
-                stdout=log_fd,
-                stderr=log_fd,
-                start_new_session=True,
-                env=self._environ,
-                cwd="/",  # a daemon outlives the shim; it must not pin the client's working directory
-            )
-        except OSError as exc:
-            self._say(f"cannot start bouncerd: {exc}")
-            return False
-        finally:
-            os.close(log_fd)
-        self._say(f"started bouncerd (pid {self._daemon.pid}; log: {self._paths.daemon_log})")
-        return True
-
     def _unreachable(self) -> str:
         if not self._autostart:
             return (
                 f"bouncerd is not running at {self._paths.socket} (not starting one: {AUTOSTART_VARIABLE}=1)"
             )
+        if self._why_down:
+            return f"bouncerd did not answer at {self._paths.socket}: {self._why_down}"
         return f"bouncerd did not answer at {self._paths.socket} (see {self._paths.daemon_log})"
 
     # ---- moving frames ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ Theory of operation
 socket (through `DaemonLink`) and a self-pipe that signals wake it up. Each turn of the loop:
 
 1. lets the link connect or reconnect if due, checks whether the upstream has exited, and lets the
-   relay time out questions to a person nobody answered (`Relay.tick`);
+   relay time out questions to a person nobody answered and its own tools/list (`Relay.tick`);
 2. advances the bounded shutdown, if one is under way, and returns the exit status once done;
 3. waits for readiness (or the next deadline), reads what is ready, splits it into lines, hands the
    lines to the relay and carries out the relay's actions: lines to the client or upstream, frames to
@@ -154,10 +154,11 @@ class Pump:
             now = self.clock()
             if self.link.sock is None:
                 self._on_link(self.link.poll(now))
+                self.relay.daemon_down_note = self.link.why_down
             if self.link.diagnostics:
                 self._say(self.link.diagnostics)
             self._check_daemon_answers(now)
-            if self.relay.asking.waiting:
+            if self.relay.ticking:
                 self.relay.tick(now)
                 self._apply()
             if self._child_changed:
@@ -195,8 +196,8 @@ class Pump:
         if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
             return 0.0
         ack_due = self._acks_since + DAEMON_ACK_TIMEOUT_SECONDS if self._acks_since is not None else None
-        link, question_due = self.link.deadline(), self.relay.asking.deadline()
-        timers = (self._stage_deadline, self._drain_until, self._flush_until, ack_due, link, question_due)
+        link, relay_due = self.link.deadline(), self.relay.deadline()
+        timers = (self._stage_deadline, self._drain_until, self._flush_until, ack_due, link, relay_due)
         deadlines = [d for d in timers if d is not None]
         return max(0.0, min(deadlines) - now) if deadlines else None
 

@@ -11,7 +11,8 @@ and carries out what `take_actions` returns, in order: `SendClient`, `SendUpstre
 The relay is the composition of smaller machines, and routes messages between them: `LinkSync`
 (sync.py: the link's state, every request to bouncerd and its reply, the resync after a connect),
 `Outbox` (outbox.py: server output numbered, observed, released in order, replayed), `HeldCalls`
-(held.py: calls waiting for a verdict) and `Asking` (asking.py: questions to a person). Two kinds of
+(held.py: calls waiting for a verdict), `SelfLister` (selflist.py: the shim's own tools/list) and
+`Asking` (asking.py: questions to a person). Two kinds of
 asking meet here, and the names keep them apart: the relay *requests* a verdict (or any op) from
 bouncerd; a verdict of ``ask`` makes it *ask a person* through the client.
 
@@ -22,16 +23,19 @@ might read another message), are answered with a JSON-RPC error and never forwar
 ``client`` op (again only when it changes). Requests are remembered by id so responses can be
 classified. A ``tools/call`` is *held*: only the daemon's ``allow`` forwards the original line;
 anything else answers with a ``[bouncer blocked]`` tool result and the server never sees the call (a
-``tools/call`` without an id is dropped). A ``notifications/cancelled`` naming a held call drops the
+``tools/call`` without an id is dropped). A call on a server whose tools the shim has not seen
+listed (or that announced ``notifications/tools/list_changed`` since) waits while the shim lists them
+itself (selflist.py), so bouncerd judges it against the server's full, current list. A
+``notifications/cancelled`` naming a held call drops the
 call and itself. Batches (JSON arrays; removed from MCP in 2025-06-18) are split and each element
 handled as if it came alone, so a batch cannot smuggle a call past the gate; those elements, and a
 retry stripped of Bouncer's requestState, are the only things the relay re-serialises. A verdict of
 ``ask`` puts a question to a person (asking.py): ``elicitation/create`` (the call stays held until
 the ``answer`` op's verdict), an ``input_required`` result, or a refusal naming a one-time code.
 
-Server to client. Every line goes through the outbox; a ``tools/list`` result is also remembered
-for the resync. Lines of a megabyte or more are classified from their envelope (envelope.py), not
-parsed whole.
+Server to client. Every line goes through the outbox but the answers to the shim's own tools/list;
+a ``tools/list`` result is also remembered for the resync and reported with the pages before it.
+Lines of a megabyte or more are classified from their envelope (envelope.py), not parsed whole.
 
 The daemon away. While the link is CONNECTING calls are held and outputs queued. While it is
 SYNCING calls wait for the resync. While it is DOWN every call is refused at once (fail closed) and
@@ -53,6 +57,7 @@ from bouncer_shim.held import Held, HeldCalls
 from bouncer_shim.jsonrpc import INVALID, IdKey, id_key, wire_id, wire_text
 from bouncer_shim.lines import MAX_LINE_BYTES, OversizedLine
 from bouncer_shim.outbox import Outbox, Output
+from bouncer_shim.selflist import RESERVED_ID_MESSAGE, SelfLister
 from bouncer_shim.sync import LinkState, LinkSync
 
 # Requests remembered to classify their responses. A client keeps a handful in flight; the bound only
@@ -107,6 +112,7 @@ class Relay:
     __slots__ = (
         "_actions",
         "_held",
+        "_lister",
         "_outbox",
         "_profile",
         "_requests",
@@ -114,13 +120,18 @@ class Relay:
         "_server_requests",
         "_sync",
         "asking",
+        "daemon_down_note",
     )
 
     def __init__(self, hello: Mapping[str, Any], *, ask_token: bytes | None = None) -> None:
         self._actions: list[Action] = []  # shared with the machines below, emptied by take_actions
         self._sync = LinkSync(hello, self._actions)
+        # Why no daemon is coming (the pump copies `DaemonLink.why_down`: failing starts and where
+        # their log is, or autostart off), added to the refusal of calls made while it is down.
+        self.daemon_down_note: str | None = None
         self._outbox = Outbox(self._sync.request, self._actions)
         self._held = HeldCalls(self._sync.request)
+        self._lister = SelfLister(self._sync, self._held, self._actions, self._refuse_held)
         self.asking = Asking(ask_token)
         self._profile = ClientProfile()
         self._requests: dict[IdKey, tuple[str, str | None, bool]] = {}  # key -> (method, tool, paged)
@@ -192,7 +203,8 @@ class Relay:
         for question in self.asking.drop_all():  # nobody could take the answer: end the questions
             self._end_question(question, "bouncerd is unreachable")
             self._refuse_held(question.held, jsonrpc.UNREACHABLE_REASON)
-        for held in self._held.take_waiting():
+        self._lister.link_lost()
+        for held in (*self._held.take_waiting(), *self._held.take_unlisted()):
             self._refuse_held(held, jsonrpc.UNREACHABLE_REASON)
 
     def daemon_message(self, message: Mapping[str, Any]) -> None:
@@ -214,6 +226,8 @@ class Relay:
                 self._diagnose(f"bouncerd did not record an observation ({error})")
                 self._outbox.lose_observations()
             self._outbox.acked(target)
+        elif op == "tools" and target is self._lister:
+            self._lister.reported(ok, error)
         elif op == "tools":
             if not ok:
                 self._diagnose(f"bouncerd refused a tools list ({error})")
@@ -276,12 +290,17 @@ class Relay:
             if method == "notifications/cancelled" and self._cancel(params):
                 return
             self._actions.append(SendUpstream(line))
+            if method == "notifications/initialized":
+                self._lister.client_initialized()  # after it: the shim's own tools/list may go now
             return
         request_id = message["id"]
         key = id_key(request_id)
-        if key is None:
-            self._answer_error(None, jsonrpc.INVALID_REQUEST, "Invalid Request: bad id")
+        if key is None or self._lister.tools.claims(request_id):  # the shim's own tools/list ids
+            text = "Invalid Request: bad id" if key is None else RESERVED_ID_MESSAGE
+            self._answer_error(None if key is None else request_id, jsonrpc.INVALID_REQUEST, text)
             return
+        if method == "initialize":
+            self._lister.client_initialize()
         fields = self._profile.note(method, params)
         if fields is not None and self._sync.state in (LinkState.UP, LinkState.SYNCING):
             self._sync.request("client", None, fields)
@@ -312,7 +331,11 @@ class Relay:
             if (retry := self.asking.retry(message, params)) is not None and retry.ours and not retry.forward:
                 reason = "the call cannot be re-written without Bouncer's approval state, so it is not sent."
             else:
-                self._hold(Held(key, request_id, line, name, arguments, retry, invalid))
+                held = Held(key, request_id, line, name, arguments, retry, invalid)
+                if self._lister.needed:  # the server's tools were never seen listed, or changed since
+                    self._lister.wait(held, params.get("_meta"), modern=self.modern)
+                else:
+                    self._hold(held)
                 return
         self._refuse(key, request_id, reason)
 
@@ -321,7 +344,8 @@ class Relay:
         if self._outbox.observations_lost:
             return jsonrpc.LOST_REASON
         if self._sync.state is LinkState.DOWN:
-            return jsonrpc.UNREACHABLE_REASON
+            note = self.daemon_down_note
+            return f"{jsonrpc.UNREACHABLE_REASON} ({note})" if note else jsonrpc.UNREACHABLE_REASON
         return None
 
     def _hold(self, held: Held) -> None:
@@ -425,8 +449,18 @@ class Relay:
 
     # ---- asking a person (the state is asking.py's) --------------------------------------------------
 
+    @property
+    def ticking(self) -> bool:
+        """Whether something waits on the clock (the pump then calls `tick` every turn)."""
+        return self.asking.waiting or self._lister.tools.listing
+
+    def deadline(self) -> float | None:
+        due = [d for d in (self.asking.deadline(), self._lister.tools.deadline()) if d is not None]
+        return min(due) if due else None
+
     def tick(self, now: float) -> None:
-        """Time out questions nobody answered (the pump calls it while `asking.waiting`)."""
+        """Time out questions nobody answered and the shim's own tools/list (while `ticking`)."""
+        self._lister.tick(now)
         for question in self.asking.expired(now):
             self._end_question(question, "nobody answered in time")
             self._report_answer(question, "timeout", None, wait=True)
@@ -485,6 +519,8 @@ class Relay:
                     self._diagnose("refused a server request that used an id reserved by the shim")
                     self._actions.append(SendUpstream(refusal))
                     return
+                if method == "notifications/tools/list_changed":
+                    self._lister.tools.stale()  # the next call lists again (and sees what changed)
                 out.kind = "request" if "id" in message else "notification"
                 out.method = wire_text(method)
                 out.request_id = wire_id(message.get("id"))
@@ -493,23 +529,31 @@ class Relay:
                         del self._server_requests[next(iter(self._server_requests))]
                     self._server_requests[key] = method
             elif "id" in message and ("result" in message or "error" in message):
+                if self._lister.tools.claims(message["id"]):  # the shim's own: never relayed
+                    self._lister.upstream_response(message, len(line))
+                    return
                 result = message.get("result")
                 paged = self._classify_response(out, message["id"], "result" not in message)
                 if out.method == "initialize":
                     self._profile.initialized(result)
+                    self._lister.upstream_initialize("result" in message)
                 if isinstance(result, dict):
                     meta = result.get("_meta")
                     if isinstance(meta, dict) and jsonrpc.SERVER_INFO_KEY in meta:
                         self._server_info = meta[jsonrpc.SERVER_INFO_KEY]
                     if out.method == "tools/list" and isinstance(result.get("tools"), list):
-                        tools = result["tools"]
-                        self._sync.remember_tools(tools, paged)
+                        tools = self._sync.remember_tools(result["tools"], paged)
+                        self._lister.tools.client_page(paged, result.get("nextCursor"))
         self._outbox.emit(out, tools, self._sync.state)
 
     def upstream_oversized(self, line: OversizedLine) -> None:
         envelope = peek_ends(line.head, line.tail)
         request_id = envelope.members.get("id")
         key = id_key(request_id) if "id" in envelope.members else None
+        if self._lister.tools.claims(request_id):
+            self._diagnose(f"discarded a {line.size}-byte tools/list answer (limit {MAX_LINE_BYTES})")
+            self._lister.upstream_oversized(line.size)
+            return
         if key is None or self._requests.pop(key, None) is None:
             self._diagnose(f"discarded a {line.size}-byte line from the server (limit {MAX_LINE_BYTES})")
             return
@@ -521,6 +565,8 @@ class Relay:
 
     def _answers_tools_list(self, request_id: Any) -> bool:
         key = id_key(request_id)
+        if self._lister.tools.claims(request_id):
+            return True
         return key is not None and self._requests.get(key, ("",))[0] == "tools/list"
 
     def _classify_response(self, out: Output, request_id: Any, is_error: bool) -> bool:

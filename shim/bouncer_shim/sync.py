@@ -108,10 +108,12 @@ class LinkSync:
             self._acks_pending -= 1
         return entry
 
-    def remember_tools(self, tools: list[Any], paged: bool) -> None:
-        """A tools/list result: a later page (`paged`) adds to the list, a first page replaces it."""
+    def remember_tools(self, tools: list[Any], paged: bool) -> list[Any]:
+        """A tools/list result: a later page (`paged`) adds to the list, a first page replaces it. The
+        list so far is returned: bouncerd is told every page listed, not only the last one."""
         self._tools = [*self._tools, *tools] if paged and self._tools is not None else list(tools)
         del self._tools[MAX_REMEMBERED_TOOLS:]
+        return self._tools
 
     def connected(self, client: Mapping[str, Any] | None) -> None:
         """A new connection: start the resync with hello, the client's info and the tools list."""

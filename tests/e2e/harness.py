@@ -24,6 +24,7 @@ Nothing here asserts on timing: waits are bounded only so a broken relay fails i
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import tempfile
@@ -65,6 +66,47 @@ def write_policy(home: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     path.chmod(0o600)
     return path
+
+
+def stop_autostarted_daemon(home: Path, timeout: float = 10.0) -> int | None:
+    """SIGTERM the daemon named by the pid file under `home` (one a shim or hook started) and wait
+    until it is gone; its pid, or None if none ran. A bound on the wait, not an expectation."""
+    import signal
+    import time
+
+    try:
+        text = (home / "run" / "bouncerd.pid").read_text().strip()
+    except FileNotFoundError:
+        return None
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return pid
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process_alive(pid):
+        time.sleep(0.05)
+    if process_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not: an orphan's reaper may be slow to collect it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return state not in (b"Z", b"X")
 
 
 def audit_records(home: Path) -> list[dict[str, Any]]:

@@ -110,7 +110,7 @@ def test_approve_in_a_terminal_lets_the_retry_run_once_and_only_once(start: Any)
     status, screen = in_pty(daemon, "approve", code, answer="y\n")
     assert status == 0, screen
     before_prompt = screen.split("Approve?")[0]
-    for shown in ("mail", "send_mail", "parameter", "to", f'"{BOB}"', "expires", "UTC"):
+    for shown in ("mail", "send_mail", "parameter", "to", f'"{BOB}"', "expires", time.strftime("%Z")):
         assert shown in before_prompt
     assert "Approved" in screen
     first, second = verdict(daemon), verdict(daemon)
@@ -118,6 +118,41 @@ def test_approve_in_a_terminal_lets_the_retry_run_once_and_only_once(start: Any)
     assert second["verdict"] == "ask"
     granted = [r for r in audit_records(daemon.home) if r["rule"] == "approval.granted"]
     assert [(r["channel"], r["code"]) for r in granted] == [("code", code)]
+
+
+def test_approve_shows_the_arguments_that_would_leave_escaped_when_the_log_keeps_them(start: Any) -> None:
+    """Approving blind: the person saw only argument lengths. With `audit_arguments: full` (the
+    default) approve prints every argument as it would be sent, a hidden escape sequence escaped."""
+    daemon = start()
+    args = {"to": BOB, "body": "quarterly numbers\x1b[2K attached"}
+    code = verdict(daemon, args)["code"]
+    status, screen = in_pty(daemon, "approve", code, answer="n\n")
+    assert status == 1, screen
+    before_prompt = screen.split("Approve?")[0]
+    assert f'to = "{BOB}"' in before_prompt
+    assert 'body = "quarterly numbers\\u001b[2K attached"' in before_prompt  # escaped, not obeyed
+    assert "\x1b[2K" not in screen
+
+
+def test_arguments_stay_hidden_by_default_when_the_policy_keeps_only_their_digest(start: Any) -> None:
+    daemon = start(policy="audit_arguments: digest\n")
+    code = verdict(daemon, {"to": BOB, "body": "SECRET-BODY-7f3a"})["code"]
+    status, screen = in_pty(daemon, "approve", code, answer="n\n")
+    assert status == 1 and "SECRET-BODY-7f3a" not in screen
+    status, screen = in_pty(daemon, "approve", "--show-arguments", code, answer="n\n")
+    assert status == 1 and 'body = "SECRET-BODY-7f3a"' in screen  # asked for: shown from memory
+    assert all("SECRET-BODY-7f3a" not in json.dumps(r) for r in audit_records(daemon.home))
+
+
+def test_the_log_offers_no_approve_code_for_an_ask_the_client_may_answer_itself(start: Any) -> None:
+    """An ask answered in the client still showed `bouncerctl approve CODE` in tail: the record's
+    reason must not offer it (the agent's reply does; the code stays in its own field)."""
+    daemon = start()
+    reply = verdict(daemon)
+    assert f"bouncerctl approve {reply['code']}" in reply["reason"]  # what a client without asking sees
+    asks = [r for r in audit_records(daemon.home) if r.get("verdict") == "ask"]
+    assert [r["code"] for r in asks] == [reply["code"]]
+    assert "bouncerctl approve" not in asks[0]["reason"]
 
 
 def test_approve_shows_a_lookalike_destination_as_what_it_is(start: Any) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from bouncerctl.app import main
 from click.testing import CliRunner
 
 from bouncerd.client import Client
+from bouncerd.paths import entry_env, resolve
 
 pytestmark = pytest.mark.e2e
 
@@ -100,3 +104,90 @@ def test_status_reads_bouncer_home_at_call_time(daemon: Any) -> None:
     result = runner.invoke(main, ["status"], env={"BOUNCER_HOME": elsewhere})
     os.rmdir(elsewhere)
     assert result.exit_code == 3 and "is not running" in result.stderr
+
+
+def test_ctl_refuses_a_symlinked_runtime_dir_instead_of_following_it(daemon: Any) -> None:
+    """A runtime dir that is a symlink to a directory where some daemon answers: bouncerd and the shim
+    refuse it, and so must bouncerctl (it carries approvals and reloads to whoever listens there)."""
+    home = Path(tempfile.mkdtemp(prefix="b", dir="/tmp"))
+    try:
+        (home / "run").symlink_to(daemon.paths.runtime)
+        done = _ctl({**os.environ, "BOUNCER_HOME": str(home)}, "status", "--json")
+    finally:
+        (home / "run").unlink()
+        home.rmdir()
+    assert done.returncode == 3
+    assert done.stdout == ""
+    assert "is a symlink" in done.stderr and "not connecting" in done.stderr
+
+
+ECHO = Path(__file__).resolve().parent / "upstreams" / "echo.py"
+# Bounds a shim's answer or a daemon's exit; a working relay answers in milliseconds.
+WAIT_SECONDS = 30.0
+
+
+def _shim_session(env: dict[str, str], session: str) -> subprocess.Popen[bytes]:
+    """A shim in front of the echo server, initialized and listed, kept open."""
+    shim = subprocess.Popen(
+        [str(BOUNCERCTL.parent / "bouncer-shim"), "--name", "echo", "--", sys.executable, str(ECHO)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**env, "BOUNCER_SESSION": session},
+    )
+    assert shim.stdin is not None and shim.stdout is not None
+    init = {
+        "protocolVersion": "2025-11-25",
+        "clientInfo": {"name": session, "version": "1"},
+        "capabilities": {},
+    }
+    for rid, method, params in ((1, "initialize", init), (2, "tools/list", {})):
+        shim.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+        )
+        shim.stdin.write(b"\n")
+        shim.stdin.flush()
+        assert json.loads(shim.stdout.readline())["id"] == rid
+    return shim
+
+
+def test_status_lists_the_sessions_of_a_client_that_strips_the_environment() -> None:
+    """Codex starts servers with only HOME and PATH. With what `init` writes into the entry
+    (`paths.entry_env`), its shim reaches the daemon of the person's shell, and `bouncerctl status`
+    there lists both clients' sessions, not only the shell's."""
+    root = Path(tempfile.mkdtemp(prefix="b", dir="/tmp"))
+    for name in ("run", "state", "config", "home"):
+        (root / name).mkdir(mode=0o700)
+    shell = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(root / "home"),
+        "XDG_RUNTIME_DIR": str(root / "run"),
+        "XDG_STATE_HOME": str(root / "state"),
+        "XDG_CONFIG_HOME": str(root / "config"),
+        "BOUNCER_NO_NOTIFY": "1",
+    }
+    carried = entry_env(shell)
+    stripped = {"PATH": shell["PATH"], "HOME": shell["HOME"], **carried}
+    assert resolve(stripped) == resolve(shell)
+    shims: list[subprocess.Popen[bytes]] = []
+    try:
+        shims.append(_shim_session(shell, "proc:claude"))  # autostarts the daemon
+        shims.append(_shim_session(stripped, "proc:codex"))
+        done = _ctl(shell, "status", "--json")
+    finally:
+        for shim in shims:
+            shim.kill()
+            shim.wait(WAIT_SECONDS)
+            for pipe in (shim.stdin, shim.stdout):
+                if pipe is not None:
+                    pipe.close()
+        pidfile = resolve(shell).pidfile
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text()), signal.SIGTERM)
+            deadline = time.monotonic() + WAIT_SECONDS
+            while pidfile.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        shutil.rmtree(root, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert {s["key"] for s in json.loads(done.stdout)["sessions"]} == {"proc:claude", "proc:codex"}
+    assert set(carried) == {"XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME"}

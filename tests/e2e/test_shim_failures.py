@@ -29,6 +29,8 @@ from typing import Any
 import pytest
 from bouncer_shim.lines import MAX_LINE_BYTES
 
+from bouncerd import autostart
+
 pytestmark = pytest.mark.e2e
 
 HERE = Path(__file__).resolve().parent
@@ -544,6 +546,106 @@ def test_autostart_starts_a_daemon(home: Path, shims: list[Shim]) -> None:
                 except ProcessLookupError:
                     break
                 time.sleep(0.05)
+
+
+def _pidfile_pid(home: Path) -> int | None:
+    try:
+        text = (home / "run" / "bouncerd.pid").read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _daemons_of(home: Path) -> list[int]:
+    """The live `bouncerd` processes whose BOUNCER_HOME is `home` (zombies are not running)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z" and b"bouncerd" in cmdline and f"BOUNCER_HOME={home}".encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+# How long a shim may be refused after a daemon's death before the test fails: a bound three times the
+# target of a few seconds, and well under the 30 s a shim used to wait between autostarts.
+RECOVERY_WAIT = 15.0
+
+
+def _answered_by_a_daemon(shim: Shim, n: int) -> dict[str, Any]:
+    deadline = time.monotonic() + RECOVERY_WAIT
+    while "unreachable" in json.dumps(answer := shim.call("echo", {"n": n})):
+        assert time.monotonic() < deadline, (
+            f"no daemon came back; stderr: {shim.stderr.decode(errors='replace')}"
+        )
+        time.sleep(0.05)
+    return answer
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="counts daemons through /proc")
+def test_daemon_killed_twice_within_seconds_is_restarted_for_every_shim_and_never_twice_at_once(
+    home: Path, shims: list[Shim]
+) -> None:
+    """Before, each shim autostarted at most once per 30 s: a second crash within 30 s left every
+    client refused for 20 s and more. Now a new daemon answers each shim again after each kill, and
+    the start lock keeps three shims from starting three daemons."""
+    clients = [start(shims, home, env={"BOUNCER_NO_AUTOSTART": ""}) for _ in range(3)]
+    try:
+        for shim in clients:
+            initialize(shim)
+            assert "result" in shim.request("tools/list")
+        for n, shim in enumerate(clients):
+            assert _answered_by_a_daemon(shim, n)["result"]["content"][0]["text"] == json.dumps({"n": n})
+        pids = [_pidfile_pid(home)]
+        for kill in range(2):
+            victim = pids[-1]
+            assert victim is not None and _daemons_of(home) == [victim]
+            os.kill(victim, signal.SIGKILL)
+            for n, shim in enumerate(clients):
+                answer = _answered_by_a_daemon(shim, 10 * (kill + 1) + n)
+                assert answer["result"]["content"][0]["text"] == json.dumps({"n": 10 * (kill + 1) + n})
+            pids.append(_pidfile_pid(home))
+            assert pids[-1] not in (None, victim)
+            assert _daemons_of(home) == [pids[-1]]  # one daemon serves; no second one started
+        log = (home / "state" / "bouncerd.log").read_text(errors="replace")
+    finally:
+        for shim in clients:
+            shim.stop()
+        pid = _pidfile_pid(home)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+    assert log.count(" serving on ") == 3  # three daemons in all: the first and one per kill
+    assert "already running" not in log  # no shim started a daemon that then lost the lock
+
+
+def test_daemon_that_keeps_failing_to_start_is_not_restarted_in_a_loop_and_the_refusal_says_why(
+    home: Path, shims: list[Shim]
+) -> None:
+    """A policy.yaml bouncerd refuses: three shims must not restart it as fast as they poll, and
+    the refused call must say why and where the log is, not only "unreachable"."""
+    (home / "config").mkdir(mode=0o700)
+    (home / "config" / "policy.yaml").write_text("servers:\n  echo:\n    no_such_key: 1\n")
+    clients = [start(shims, home, env={"BOUNCER_NO_AUTOSTART": ""}) for _ in range(3)]
+    for shim in clients:
+        initialize(shim)
+    deadline = time.monotonic() + RECOVERY_WAIT * 2
+    while "starts in a row" not in (text := blocked_text(clients[0].call("echo", {}))):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.1)
+    assert str(home / "state" / "bouncerd.log") in text and "no_such_key" in text
+    starts = int((home / "run" / "bouncerd.starts").read_text().split()[0])
+    log = (home / "state" / "bouncerd.log").read_text(errors="replace")
+    assert starts == autostart.GIVE_UP_AFTER_STARTS == log.count("refusing to start")
+    for shim in clients[1:]:  # every shim refuses alike, and none started a daemon of its own
+        assert "starts in a row" in blocked_text(shim.call("echo", {}))
+    assert int((home / "run" / "bouncerd.starts").read_text().split()[0]) == starts
 
 
 # ---- the same against the real bouncerd (the `daemon` fixture of conftest.py) ----------------------

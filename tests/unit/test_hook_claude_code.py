@@ -145,7 +145,7 @@ def _main(monkeypatch: pytest.MonkeyPatch, stdin: bytes, fake: Any) -> tuple[int
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin)))
     monkeypatch.setattr("sys.stdout", out)
     monkeypatch.setattr("sys.stderr", err)
-    monkeypatch.setattr(hook, "_connector", lambda environ: fake)
+    monkeypatch.setattr(hook, "_connector", lambda environ, notes: fake)
     return hook.main(["claude-code"]), out.getvalue(), err.getvalue()
 
 

@@ -64,6 +64,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     shim.write_text("#!/bin/sh\nexit 0\n")
     shim.chmod(0o755)
     monkeypatch.setenv("HOME", str(root))
+    monkeypatch.setenv("BOUNCER_HOME", str(tmp_path / "bouncer"))  # init's undo records go here
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     monkeypatch.chdir(root / "project")
     yield Home(root, root / "project", shim)
@@ -105,7 +106,11 @@ def test_yes_wraps_every_client_and_keeps_a_backup_of_each(home: Home) -> None:
     assert cursor["command"] == str(home.shim)
     assert cursor["args"][:4] == ["--name", "github", "--", "docker"]
     assert cursor["cwd"] == "/home/ana/src"
-    assert cursor["env"] == {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_example"}
+    # the token kept, and BOUNCER_HOME added: a client that strips the environment reaches the same daemon
+    assert cursor["env"] == {
+        "GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_example",
+        "BOUNCER_HOME": os.environ["BOUNCER_HOME"],
+    }
     assert "Restart Claude Code, Claude Desktop, Cursor, VS Code, Windsurf" in result.stdout
 
 
@@ -197,7 +202,10 @@ def test_config_option_takes_any_file_with_an_mcp_servers_block(home: Home) -> N
     shutil.copyfile(FIXTURES / "minified.json", target)
     result = run(home, "--yes", "--config", str(target))
     assert result.exit_code == 0, result.output
-    assert json.loads(target.read_text())["mcpServers"]["b"]["env"] == {"X": "1"}
+    assert json.loads(target.read_text())["mcpServers"]["b"]["env"] == {
+        "X": "1",
+        "BOUNCER_HOME": os.environ["BOUNCER_HOME"],
+    }
     assert run(home, "--yes", "--undo", "--config", str(target)).exit_code == 0
     assert target.read_bytes() == (FIXTURES / "minified.json").read_bytes()
 
@@ -287,6 +295,8 @@ def test_every_known_location_is_under_home_or_the_project(tmp_path: Path) -> No
             "h/Library/Application Support/Code/User/mcp.json",
         ],
         "windsurf": ["h/.codeium/windsurf/mcp_config.json"],
+        "gemini": ["p/.gemini/settings.json", "h/.gemini/settings.json"],
+        "codex": ["h/.codex/config.toml"],
     }
 
 

@@ -20,7 +20,8 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     project = tmp_path / "proj"
     project.mkdir()
     (project / ".mcp.json").write_text('{"mcpServers": {"mail": {"command": "mail-mcp", "args": []}}}\n')
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    # BOUNCER_HOME: init's undo record goes there, never to the real state directory
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "BOUNCER_HOME": str(tmp_path / "b")}
     return settings, project, env
 
 
@@ -39,7 +40,7 @@ def test_hooks_installed_with_consent_and_removed_by_undo(
     assert any(c.endswith("hook claude-code") for c in commands)
     r = runner.invoke(main, ["init", "--client", "claude-code", "--undo", "--yes", "--hooks"], env=env)
     assert r.exit_code == 0, r.output
-    assert json.loads(settings.read_text()) == json.loads(before)
+    assert settings.read_text() == before  # byte for byte, not only the same JSON
 
 
 def test_hooks_not_installed_without_consent_when_there_is_no_terminal(

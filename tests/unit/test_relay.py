@@ -57,7 +57,10 @@ def result(rid: Any, value: dict[str, Any]) -> bytes:
 
 
 class Rig:
-    def __init__(self, *, connect: bool = True) -> None:
+    """`listed`: the client lists the server's tools first (an empty list), so calls go straight to
+    their verdicts; without it the shim lists them itself before the first call (selflist.py)."""
+
+    def __init__(self, *, connect: bool = True, listed: bool = True) -> None:
         self.relay = Relay(HELLO)
         self.to_client: list[bytes] = []
         self.to_upstream: list[bytes] = []
@@ -70,6 +73,12 @@ class Rig:
             self.pump()
             self.answer_all()
             assert self.relay.state is LinkState.UP
+            if listed:
+                self.client(request("rig-tools", "tools/list"))
+                self.upstream(result("rig-tools", {"tools": []}))
+                self.answer_all()
+                for seen in (self.to_client, self.to_upstream, self.requests, self.diagnostics):
+                    seen.clear()
 
     def pump(self) -> None:
         for action in self.relay.take_actions():
@@ -559,7 +568,7 @@ def test_daemon_lost_with_a_verdict_pending_refuses_the_call() -> None:
 
 
 def test_daemon_lost_releases_unacknowledged_output_and_replays_it() -> None:
-    rig = Rig()
+    rig = Rig(listed=False)
     out = line({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "a@x.test"}})
     rig.upstream(out)
     (observed,) = rig.pending("observe")
@@ -571,13 +580,20 @@ def test_daemon_lost_releases_unacknowledged_output_and_replays_it() -> None:
 
 
 def test_while_connecting_calls_and_output_wait() -> None:
+    """The shim lists the tools while it connects; the call's verdict waits for the resync that
+    carries the list."""
     rig = Rig(connect=False)
     rig.client(call(1, "send_email", {}))
+    (own,) = [json.loads(sent) for sent in rig.to_upstream]
+    assert own["method"] == "tools/list"
+    tools = [{"name": "send_email", "inputSchema": {"type": "object"}}]
+    rig.upstream(result(own["id"], {"tools": tools}))
     rig.upstream(line({"jsonrpc": "2.0", "method": "notifications/message", "params": {}}))
-    assert rig.to_client == [] and rig.to_upstream == [] and rig.requests == []
-    rig.reconnect()
+    assert rig.to_client == [] and len(rig.to_upstream) == 1 and rig.requests == []
+    assert [m["op"] for m in rig.reconnect()] == ["hello", "tools", "observe"]
+    assert rig.pending("tools")[0]["tools"] == tools
     rig.answer_all()
-    assert len(rig.to_client) == 1 and rig.to_upstream == [call(1, "send_email", {})]
+    assert len(rig.to_client) == 1 and rig.to_upstream[1:] == [call(1, "send_email", {})]
 
 
 def test_replayed_observations_come_before_any_verdict_after_a_reconnect() -> None:

@@ -208,3 +208,22 @@ def test_report_without_a_log_still_reviews_the_tools(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["report", "--tools", str(tools)], env=env)
     assert result.exit_code == 0, result.output
     assert "there is no audit log at" in result.stdout and "`write_file`" in result.stdout
+
+
+def test_lookalike_destination_is_spelled_in_ascii_in_both_formats() -> None:
+    """`ATTACKER+backup@ＥＶＩＬ.example` renders as tofu or as plain EVIL depending on the font."""
+    dest = "ATTACKER+backup@\uff25\uff36\uff29\uff2c.example"
+    md = markdown.code(dest)
+    assert "**non-ASCII:** `ATTACKER+backup@\\uff25\\uff36\\uff29\\uff2c.example`" in md
+    assert "U+FF25 FULLWIDTH LATIN CAPITAL LETTER E" in md
+    page = html.code(dest)
+    assert 'class="nonascii"' in page and "U+FF2C FULLWIDTH LATIN CAPITAL LETTER L" in page
+    assert html.code("plain@example.com") == "<code>plain@example.com</code>"  # no flag on ASCII
+
+
+def test_both_formats_define_the_terms_they_use(pack: Pack) -> None:
+    for page in (markdown.render(pack), html.render(pack)):
+        for term in ("not listed", "fallback", "sink gate", "non-ASCII", "audit chain"):
+            assert term in page
+    assert "## Terms used in this pack" in markdown.render(pack)
+    assert 'id="terms"' in html.render(pack)

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -60,6 +61,7 @@ class Demo:
     as_json: bool
     steps: list[Step] = field(default_factory=list)
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    daemon_pid: int | None = None
 
     def say(self, text: str = "", **style: Any) -> None:
         if not self.as_json:
@@ -103,11 +105,19 @@ def _bin(name: str) -> str:
 
 
 @contextlib.contextmanager
-def _daemon(demo: Demo) -> Any:
+def _daemon(demo: Demo, keep: bool) -> Any:
+    """A bouncerd for the demo's home; stopped at the end unless `keep` (then `demo.daemon_pid` is
+    left running in its own session, so the person's Ctrl-C in this terminal does not reach it)."""
     log = (demo.root / "bouncerd.log").open("ab")
     proc = subprocess.Popen(  # noqa: S603 - our own executable, argv built here
-        [_bin("bouncerd"), "--foreground"], env=demo.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+        [_bin("bouncerd"), "--foreground"],
+        env=demo.env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=keep,
     )
+    demo.daemon_pid = proc.pid
     from bouncerd.client import Client
     from bouncerd.errors import DaemonUnavailableError
     from bouncerd.paths import resolve
@@ -127,13 +137,18 @@ def _daemon(demo: Demo) -> Any:
             time.sleep(0.05)
     try:
         yield paths
+    except BaseException:
+        keep = False  # a failed demo leaves no daemon behind
+        raise
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         log.close()
+        if not keep:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            demo.daemon_pid = None
 
 
 def _text(result: Any) -> str:
@@ -370,11 +385,14 @@ def run_demo(keep: bool, as_json: bool) -> int:
     (root / "helpdesk" / "workspace").mkdir(parents=True)
     (home / "config" / "policy.yaml").write_text(_policy(demo.workspace))
     demo.say("Bouncer demo: a hijacked agent against a helpdesk and a chat server", bold=True)
-    demo.say(f"(real bouncerd, real bouncer-shim, real MCP servers; everything under {root})\n", dim=True)
+    where = f"; everything under {root}" if keep else ""
+    demo.say(f"(real bouncerd, real bouncer-shim, real MCP servers{where})", dim=True)
+    demo.say("starting bouncerd, two MCP servers and their shims…\n", dim=True)
     try:
-        with _daemon(demo) as paths:
+        with _daemon(demo, keep) as paths:
             anyio.run(_run_steps, demo, paths)
             _check_state(demo)
+            demo.say("\nwriting the review pack…", dim=True)
             report = _write_report(demo, paths)
     finally:
         if not keep:
@@ -396,7 +414,8 @@ def run_demo(keep: bool, as_json: bool) -> int:
                         for s in demo.steps
                     ],
                     "checks": [{"check": n, "ok": ok, "detail": d} for n, ok, d in demo.checks],
-                    "report": report,
+                    "report": report if keep else None,
+                    "kept": _kept(demo) if keep else None,
                     "ok": not failed,
                 },
                 indent=2,
@@ -406,14 +425,55 @@ def run_demo(keep: bool, as_json: bool) -> int:
         demo.say("\nWhat really happened on the servers:", bold=True)
         for name, ok, detail in demo.checks:
             demo.say(f"  {'✓' if ok else '✗'} {name} ({detail})", fg="green" if ok else "red")
-        if report:
-            demo.say(f"\nReview pack: {report}" + ("" if keep else "  (use --keep to keep it)"))
         demo.say(
             "\nAll checks passed." if not failed else f"\n{len(failed)} check(s) FAILED.",
             fg="green" if not failed else "red",
             bold=True,
         )
+        if keep:
+            _say_kept(demo, report)
+        else:
+            demo.say(
+                "Its directory is gone; run `bouncerctl demo --keep` to keep it, its review pack and its "
+                "daemon, and explore them with bouncerctl."
+            )
     return 0 if not failed else 1
+
+
+def _kept(demo: Demo) -> dict[str, Any]:
+    return {
+        "root": str(demo.root),
+        "bouncer_home": demo.env["BOUNCER_HOME"],
+        "daemon_pid": demo.daemon_pid,
+        "export": f"export BOUNCER_HOME={shlex.quote(demo.env['BOUNCER_HOME'])}",
+    }
+
+
+def _say_kept(demo: Demo, report: str | None) -> None:
+    """What `--keep` leaves, the way ssh-agent prints what to eval: the line that points this shell
+    at the demo's daemon, what to try there, and how to stop it."""
+    kept = _kept(demo)
+    demo.say(f"\nKept: {demo.root}, with its bouncerd still running (pid {demo.daemon_pid}).", bold=True)
+    demo.say("Point this shell at it:\n")
+    demo.say(f"  {kept['export']}\n", bold=True)
+    demo.say("then try:")
+    for command, why in TRY_AFTER:
+        demo.say(f"  # {why}", dim=True)
+        demo.say(f"  {command}")
+    if report:
+        for path in report.split(", "):
+            demo.say(f"  review pack: {path}")
+    demo.say(f"\nStop its daemon with: kill {demo.daemon_pid}   (then: rm -rf {shlex.quote(str(demo.root))})")
+
+
+# What to run in the kept world, and what each shows.
+TRY_AFTER = (
+    ("bouncerctl status", "the daemon, what needs review, the session"),
+    ("bouncerctl pins show helpdesk", "the rug-pulled tool and its diff"),
+    ("bouncerctl tail -n 20", "every verdict, one line each"),
+    ("bouncerctl pins accept helpdesk export_customers", "trust the new description"),
+    ("bouncerctl report -o pack.html", "the review pack, again"),
+)
 
 
 def _write_report(demo: Demo, paths: Any) -> str | None:

@@ -61,7 +61,9 @@ READ_SLICE_BYTES = 1024 * 1024
 
 # The timeline keeps at most this many buckets before widening them; renderers group further.
 MAX_BUCKETS = 4096
-BUCKET_WIDTHS = (60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400)  # each a multiple of the one before
+# Each a multiple of the one before; from one second up, so a log of a few seconds (the demo) gets
+# one bar per second and a week-long one per hour: the timeline scales to the log's span.
+BUCKET_WIDTHS = (1, 5, 15, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400)
 
 
 Ref = tuple[int, int]  # (file index, line number)
@@ -264,8 +266,9 @@ class Aggregator:
         minute = ts[:16]
         if minute != self._minute_key:
             self._minute_key, self._minute_epoch = minute, epoch_of(minute + ":00")
-        if self._minute_epoch is not None:
-            self.timeline.add(self._minute_epoch, VERDICTS.index(verdict))
+        second = ts[17:19]
+        if self._minute_epoch is not None and second.isdigit() and second.isascii():
+            self.timeline.add(self._minute_epoch + int(second), VERDICTS.index(verdict))
         session = obj.get("session")
         if type(session) is str and session not in self.sessions:
             self._session(session)

@@ -14,8 +14,11 @@ from html import escape
 from bouncerctl.report.mappings import AIUC_NOTE, Row
 from bouncerctl.report.review import (
     SCHEMA_NOTE,
+    TERMS,
     Pack,
+    ascii_spelling,
     calls_text,
+    odd_chars,
     provenance_text,
     utc_seconds,
     when,
@@ -36,7 +39,7 @@ CSS = """
 *{box-sizing:border-box}
 body{margin:0;background:var(--soft);color:var(--fg);font:14px/1.5 -apple-system,BlinkMacSystemFont,
 "Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
-main{max-width:1120px;margin:0 auto;padding:28px 24px 60px}
+main{max-width:1120px;margin:0 auto;padding:28px 24px 60px;overflow-wrap:break-word}
 h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:36px 0 10px;padding-bottom:6px;
 border-bottom:1px solid var(--line)}h3{font-size:15px;margin:22px 0 6px}
 .meta{color:var(--muted);margin:0 0 18px}
@@ -70,8 +73,22 @@ ul{margin:6px 0;padding-left:20px}li{margin:3px 0}.muted{color:var(--muted)}
 .legend span{display:inline-block;margin-right:14px}.legend i{display:inline-block;width:10px;
 height:10px;border-radius:2px;margin-right:5px;vertical-align:-1px}
 svg text{font:11px -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,Arial,sans-serif;fill:#5d6778}
-.cols{display:grid;grid-template-columns:1fr 1fr;gap:16px}
+.cols{display:grid;grid-template-columns:1fr 1fr;gap:16px}.cols>div{min-width:0}
 @media(max-width:800px){.cols{grid-template-columns:1fr}}
+nav{display:flex;flex-wrap:wrap;gap:4px 14px}nav a{margin:0;white-space:nowrap}
+.nonascii{display:block;margin-top:3px;padding:2px 6px;border-left:3px solid #d64541;background:#fff5f5;
+color:#a12622;font-size:12px;overflow-wrap:anywhere}.nonascii code{background:none;padding:0}
+dl.terms{display:grid;grid-template-columns:max-content 1fr;gap:6px 16px;margin:6px 0}
+dl.terms dt{font-weight:600}dl.terms dd{margin:0}
+@media(max-width:640px){
+main{padding:16px 10px 40px}
+.scroll table,.scroll thead,.scroll tbody,.scroll tr,.scroll td{display:block;width:100%}
+.scroll thead{display:none}.scroll tr{border-bottom:1px solid var(--line);padding:4px 0}
+.scroll td{border:0;padding:3px 10px;text-align:left}
+.scroll td[data-label]::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted);
+text-transform:uppercase;letter-spacing:.03em}
+dl.terms{grid-template-columns:1fr}dl.terms dd{margin:0 0 6px}
+}
 """
 
 
@@ -88,6 +105,7 @@ NAV = (
             ("scope", "Scope"),
             ("owasp", "OWASP"),
             ("aiuc", "AIUC-1"),
+            ("terms", "Terms"),
             ("about", "About"),
         )
     )
@@ -100,19 +118,32 @@ def esc(value: object) -> str:
 
 
 def code(value: object) -> str:
-    return f"<code>{esc(value)}</code>"
+    """A name or destination in a code span; one holding a character outside printable ASCII gets a
+    flag beside it with its ASCII spelling and each odd character named, which no font can hide."""
+    text = str(value)
+    odd = odd_chars(text)
+    if not odd:
+        return f"<code>{esc(text)}</code>"
+    return (
+        f'<code>{esc(text)}</code><span class="nonascii" data-codepoints="{esc(" ".join(odd))}">'
+        f"non-ASCII: <code>{esc(ascii_spelling(text))}</code> ({esc('; '.join(odd))})</span>"
+    )
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: Iterable[int] = ()) -> str:
     nums = set(numeric)
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    head = "".join(f"<th>{h if h.startswith('<') else esc(h)}</th>" for h in header)
+    labels = [esc(h.split(">")[1].split("<")[0] if h.startswith("<") else h) for h in header]
     body: list[str] = []
     n = 0
     for n, row in enumerate(rows, start=1):
         if n > MAX_TABLE_ROWS:
             continue
         cells = "".join(
-            f'<td class="n">{c}</td>' if i in nums else f"<td>{c}</td>" for i, c in enumerate(row)
+            f'<td class="n" data-label="{labels[i]}">{c}</td>'
+            if i in nums
+            else f'<td data-label="{labels[i]}">{c}</td>'
+            for i, c in enumerate(row)
         )
         body.append(f"<tr>{cells}</tr>")
     if n > MAX_TABLE_ROWS:
@@ -153,6 +184,7 @@ def render(pack: Pack) -> str:
         _scope(pack),
         _mapping("OWASP Top 10 for LLM Applications (2025)", pack.owasp, "Risk", anchor="owasp"),
         _mapping("AIUC-1", pack.aiuc, "Control", AIUC_NOTE, anchor="aiuc"),
+        _terms(),
         _about(pack),
         "</main></body></html>",
     ]
@@ -277,7 +309,8 @@ def _tools(pack: Pack) -> str:
             ]
             for t in srv.tools
         ]
-        out.append(table(["Tool", "Pin", "Controls", "Calls (allow / ask / deny)"], rows, numeric=[3]))
+        pin = '<a href="#terms">Pin</a>'
+        out.append(table(["Tool", pin, "Controls", "Calls (allow / ask / deny)"], rows, numeric=[3]))
         detail = "\n".join(f"{t.tool}:\n" + "\n".join(f"  {line}" for line in t.detail) for t in srv.tools)
         out.append(
             "<details><summary>Effective rules with their sources</summary>"
@@ -381,6 +414,11 @@ def _mapping(title: str, rows: Sequence[Row], head: str, note: str | None = None
     intro = f'<p class="muted">{esc(note)}</p>' if note else ""
     header = [head, "Coverage", "How", "Evidence in this log"]
     return f'<h2 id="{esc(anchor)}">{esc(title)}</h2>{intro}' + table(header, body)
+
+
+def _terms() -> str:
+    items = "".join(f"<dt>{esc(term)}</dt><dd>{esc(meaning)}</dd>" for term, meaning in TERMS)
+    return f'<h2 id="terms">Terms used in this pack</h2><dl class="terms">{items}</dl>'
 
 
 def _about(pack: Pack) -> str:

@@ -12,8 +12,11 @@ from collections.abc import Iterable, Sequence
 from bouncerctl.report.mappings import AIUC_NOTE, Row
 from bouncerctl.report.review import (
     SCHEMA_NOTE,
+    TERMS,
     Pack,
+    ascii_spelling,
     calls_text,
+    odd_chars,
     provenance_text,
     utc_seconds,
     when,
@@ -39,7 +42,14 @@ def code(value: object) -> str:
     if not text:
         return "-"
     fence = "``" if "`" in text else "`"
-    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+    span = f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+    original = str(value)  # before whitespace was folded: an odd space is a character to name too
+    odd = odd_chars(original)
+    if odd:  # a look-alike renders like the letter it imitates: spell it in ASCII and name it
+        spelled = ascii_spelling(original).replace("|", "\\|")
+        quoted = f"`` {spelled} ``" if "`" in spelled else f"`{spelled}`"
+        span += f" **non-ASCII:** {quoted} ({cell('; '.join(odd))})"
+    return span
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], limit: int = MAX_TABLE_ROWS) -> list[str]:
@@ -108,6 +118,12 @@ def render(pack: Pack) -> str:
     out += ["## What it leaves to you", "", *(f"- {cell(t)}" for t in pack.left_to_user), ""]
     out += _mapping("OWASP Top 10 for LLM Applications (2025)", pack.owasp, "Risk")
     out += _mapping("AIUC-1", pack.aiuc, "Control", note=AIUC_NOTE)
+    out += [
+        "## Terms used in this pack",
+        "",
+        *(f"- **{term}**: {cell(meaning)}" for term, meaning in TERMS),
+        "",
+    ]
     out += _about(pack)
     return "\n".join(out).rstrip() + "\n"
 

@@ -20,6 +20,7 @@ The framework tables (`mappings.py`) point each row at rules of this log, with c
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,51 @@ from bouncerd.core.policy import merge
 from bouncerd.core.rules import DEFAULT_SOURCE, FALLBACK_SOURCE, ToolRule, describe
 
 SEVERITIES = ("high", "medium", "low")
+
+# Characters named beside a string that holds any outside printable ASCII; the rest are counted.
+MAX_NAMED_CHARS = 6
+
+# The words the pack uses, defined once in the pack itself (both formats print this list).
+TERMS = (
+    ("allow / ask / deny", "the verdict on one call: it ran; a person was asked first; it was refused"),
+    (
+        "pin",
+        "the SHA-256 of a tool's name, description and input schema, taken the first time the server "
+        "listed it or when a person accepted it (bouncerctl pins accept)",
+    ),
+    ("pinned", "the server lists the tool exactly as pinned: calls are judged by the rules below"),
+    (
+        "changed",
+        "the server listed a different description or schema than the pin: every call is refused until a "
+        "person reviews it (bouncerctl pins show) and accepts it",
+    ),
+    ("new", "listed after the first use and never accepted: every call is refused"),
+    ("not listed", "pinned, but missing from the server's latest tool list: every call is refused"),
+    ("unknown", "this pack was made without the daemon's pins (from a --tools file or the log alone)"),
+    (
+        "sink gate",
+        "for a tool that sends or fetches: each destination argument must be one you typed, trusted or "
+        "approved; one that came from untrusted output is refused or asked",
+    ),
+    (
+        "fallback",
+        "Bouncer's own guess from a tool's name and schema, used when no pack or policy entry names it",
+    ),
+    ("read-only", "a tool the rules do not gate: nothing it is given is treated as leaving"),
+    ("allowlist", "trusted_destinations and trusted_domains: where a tool may send without asking"),
+    (
+        "non-ASCII",
+        "a character outside printable ASCII; the pack spells such strings with \\uXXXX escapes and "
+        "names each character, since a font can draw a look-alike (U+FF25 fullwidth E, U+0430 "
+        "Cyrillic a) exactly like a plain letter",
+    ),
+    (
+        "audit chain",
+        "every log record carries the hash of the one before; intact means no record was edited, "
+        "removed or inserted",
+    ),
+    ("severity", "high: act now; medium: a gap in the rules; low: worth a look"),
+)
 
 # Findings listed one by one; more than this (a server with hundreds of tools) are summarised.
 MAX_FINDINGS = 200
@@ -126,6 +172,9 @@ def controls(rule: ToolRule) -> list[str]:
     return out or ["pin only"]
 
 
+FALLBACK_TITLE = "covered only by the fallback"
+
+
 def _fallback_only(rule: ToolRule) -> bool:
     return all(src in (DEFAULT_SOURCE, FALLBACK_SOURCE) for src in rule.source.values())
 
@@ -200,7 +249,7 @@ def _tool_findings(t: _Tool) -> list[Finding]:
         basis = "name and schema" if t.schema_known else "name (its schema was not available to this report)"
         add(
             "medium",
-            "covered only by the fallback",
+            FALLBACK_TITLE,
             f"no pack or policy names it; from its {basis} the fallback guessed: {guess}",
         )
     if (
@@ -212,6 +261,30 @@ def _tool_findings(t: _Tool) -> list[Finding]:
             "low",
             "sends without an allowlist",
             "every destination you did not type or approve in the session needs a person",
+        )
+    return out
+
+
+def _group_read_only(findings: list[Finding], tools: list[_Tool]) -> list[Finding]:
+    """One finding per server for its read-only tools that only the fallback covers, instead of one
+    medium finding each (five of them buried the one high)."""
+    read_only = {t.subject for t in tools if _fallback_only(t.rule) and not t.rule.exfiltrating}
+    out = [f for f in findings if not (f.title == FALLBACK_TITLE and f.subject in read_only)]
+    by_server: dict[str, list[_Tool]] = {}
+    for t in tools:
+        if t.subject in read_only:
+            by_server.setdefault(t.server, []).append(t)
+    for server, group in by_server.items():
+        called = sum(sum(t.calls.values()) for t in group)
+        out.append(
+            Finding(
+                "low",
+                f"{len(group)} read-only tool(s) covered only by the fallback",
+                f"{server} / " + ", ".join(t.name for t in group),
+                "no pack or policy names them; the fallback judged them read-only (not gated); name "
+                "them in your policy if one of them sends",
+                f"called {called} time(s) in this period" if called else "not called in this period",
+            )
         )
     return out
 
@@ -261,6 +334,20 @@ def _log_findings(log: LogRead) -> list[Finding]:
     return out
 
 
+def _settle_past_rug_pulls(findings: list[Finding], tools: list[_Tool]) -> None:
+    """The log's refused calls to a changed tool agree with the pins: high while a tool still waits
+    for review, low once none does (the person accepted or the server went back)."""
+    waiting = [t.subject for t in tools if t.state == "changed"]
+    for f in findings:
+        if f.subject == "pin.changed_tool":
+            if waiting:
+                f.detail += f"; still waiting for review: {', '.join(waiting)}"
+            else:
+                f.severity = "low"
+                f.title = "calls were refused while a tool had changed"
+                f.detail += "; no tool waits for review now (bouncerctl pins show)"
+
+
 def build_pack(log: LogRead, sources: Sources, *, generated: str, filters: list[str]) -> Pack:
     packs_only = merge([])
     servers: list[ServerRow] = []
@@ -278,6 +365,7 @@ def build_pack(log: LogRead, sources: Sources, *, generated: str, filters: list[
         )
     calls = log.summary.by_tool
     listed: set[tuple[str, str]] = set()
+    views: list[_Tool] = []
     for srv in sources.servers:
         rows = []
         for tool in srv.tools:
@@ -294,6 +382,7 @@ def build_pack(log: LogRead, sources: Sources, *, generated: str, filters: list[
                 calls.get((srv.name, tool["name"]), {}),
             )
             listed.add((srv.name, tool["name"]))
+            views.append(view)
             labels = controls(view.rule)
             if not view.schema_known and _fallback_only(view.rule):
                 labels.append("guessed from the name alone")
@@ -325,6 +414,9 @@ def build_pack(log: LogRead, sources: Sources, *, generated: str, filters: list[
                         calls_words(counts),
                     )
                 )
+    findings = _group_read_only(findings, views)
+    if sources.pins_known:
+        _settle_past_rug_pulls(findings, views)
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     cut = max(0, len(findings) - MAX_FINDINGS)
     settings = sources.policy.settings
@@ -391,6 +483,25 @@ def utc_seconds(epoch: float) -> str:
         return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     except (OverflowError, OSError, ValueError):
         return "?"
+
+
+def odd_chars(text: str) -> list[str]:
+    """The characters of `text` outside printable ASCII, each as ``U+FF25 FULLWIDTH LATIN CAPITAL
+    LETTER E``, first MAX_NAMED_CHARS distinct ones, then how many more."""
+    odd = list(dict.fromkeys(ch for ch in text if not " " <= ch <= "~"))
+    named = [f"U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')}" for ch in odd[:MAX_NAMED_CHARS]]
+    if len(odd) > MAX_NAMED_CHARS:
+        named.append(f"and {len(odd) - MAX_NAMED_CHARS} more")
+    return named
+
+
+def ascii_spelling(text: str) -> str:
+    """`text` with every character outside printable ASCII as a ``\\uXXXX`` escape: what it is, in
+    any font."""
+    return "".join(
+        ch if " " <= ch <= "~" else (f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+        for ch in text
+    )
 
 
 def calls_words(calls: dict[str, int]) -> str:

@@ -1,0 +1,205 @@
+"""`bouncerctl init`'s plan for one config file: read it, pick its servers, compute the new text.
+
+Theory of operation
+-------------------
+Three formats (`Location.fmt`):
+
+- ``json``: Claude Code, Claude Desktop, Cursor, VS Code, Windsurf (JSON or JSONC). The original entry
+  is kept in the entry itself, under ``x-bouncer-upstream`` (`bouncerctl.mcpconfig`);
+- ``json-record``: Gemini CLI, whose settings schema rejects unknown keys. The same in-place edit
+  without that key; the entry's original text goes to init's undo record (`bouncerctl.init_record`);
+- ``toml``: Codex CLI (`bouncerctl.mcptoml`); the old tokens go to the undo record.
+
+Every wrapped entry also gets the variables `bouncerd.paths.entry_env` names in its ``env`` (a client
+that starts servers with a stripped environment, as Codex does, must still reach this daemon).
+
+Undo first tries the whole file: when it still holds exactly the text init last wrote, the text from
+before init goes back, byte for byte. Otherwise (the client or the person changed the file since) each
+wrapped entry is restored on its own: from ``x-bouncer-upstream``, or from the record.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bouncerctl import init_record, mcptoml
+from bouncerctl import mcpconfig as mc
+from bouncerctl.init_files import InitError
+
+JSON = "json"
+JSON_RECORD = "json-record"
+TOML = "toml"
+
+
+@dataclass(frozen=True)
+class Location:
+    client: str  # one of init_cmd.CLIENTS, or "file" for --config
+    title: str  # how the client is named to a person
+    path: Path
+    top_key: str | None  # None: guess ("mcpServers", else "servers")
+    projects: bool = False  # also Claude Code's projects.<path>.mcpServers
+    caution: str = ""  # said before writing it
+    fmt: str = JSON
+
+
+def detect_format(path: Path, text: str) -> str:
+    """The format of a file named with --config: TOML by name or content; Gemini's settings by path."""
+    if mcptoml.looks_like_toml(str(path), text):
+        return TOML
+    if path.name == "settings.json" and path.parent.name == ".gemini":
+        return JSON_RECORD
+    return JSON
+
+
+@dataclass
+class Plan:
+    location: Location
+    path: Path  # the file written (symlinks resolved)
+    raw: bytes
+    text: str
+    doc: mc.Document | None  # JSON formats
+    toml: Any  # tomlkit document, TOML format
+    entries: list[mc.Entry]
+    record: init_record.Record
+    fmt: str = JSON
+    all_entries: list[mc.Entry] = field(default_factory=list)
+    changes: list[mc.Change] = field(default_factory=list)
+    rewrite: mc.Rewrite | None = None
+    new_record: init_record.Record | None = None
+    whole: bool = False  # undo puts the whole original text back
+
+    def entry_value(self, entry: mc.Entry) -> Any:
+        if self.doc is not None:
+            return mc.value_at(self.doc.value, entry.block)[entry.name]
+        return (mcptoml.servers(self.toml) or {}).get(entry.name)
+
+
+def read_config(location: Location, environ: Mapping[str, str]) -> Plan:
+    """Read and parse one config; InitError naming the file if it cannot be."""
+    path = Path(os.path.realpath(location.path))
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InitError(f"{location.path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InitError(f"{location.path}: not UTF-8 text (byte {exc.start})") from None
+    fmt = detect_format(location.path, text) if location.client == "file" else location.fmt
+    record = init_record.load(environ, path)
+    recorded = {key.split("\x1f")[-1] for key in record.entries}
+    try:
+        if fmt == TOML:
+            toml = mcptoml.parse(text)
+            found = mcptoml.entries(toml, recorded)
+            return Plan(location, path, raw, text, None, toml, found, record, fmt, list(found))
+        if not text.strip():  # a client may create its config empty; it has no servers and stays as it is
+            return Plan(location, path, raw, text, mc.parse("{}"), None, [], record, fmt)
+        doc = mc.parse(text)
+        top_key = location.top_key or mc.guess_top_key(doc.value)
+        projects = location.projects or location.client == "file"
+        found = mc.entries(doc.value, mc.find_blocks(doc.value, top_key, projects=projects))
+    except mc.McpConfigError as exc:
+        raise InitError(f"{location.path}: {exc}") from None
+    if fmt == JSON_RECORD:
+        keys = set(record.entries)
+        found = [
+            mc.Entry(e.block, e.name, mc.WRAPPED, e.detail)
+            if e.kind == mc.SHIMMED and init_record.entry_key(e.block, e.name) in keys
+            else e
+            for e in found
+        ]
+    return Plan(location, path, raw, text, doc, None, found, record, fmt, list(found))
+
+
+def select(plan: Plan, servers: Sequence[str], undo: bool) -> None:
+    wanted = mc.WRAPPED if undo else mc.STDIO
+    action = mc.UNWRAP if undo else mc.WRAP
+    plan.entries = [entry for entry in plan.entries if not servers or entry.name in servers]
+    plan.changes = [mc.Change(e.block, e.name, action) for e in plan.entries if e.kind == wanted]
+
+
+def _original(plan: Plan, change: mc.Change) -> str | None:
+    """For an entry without x-bouncer-upstream: its original text, from the undo record."""
+    entry = plan.record.entries.get(init_record.entry_key(change.block, change.name))
+    if entry is None:
+        return None
+    text = entry.get("original")
+    if entry.get("format") != "json" or not isinstance(text, str):
+        raise mc.RewriteError(f"{change.name}: the undo record does not hold this entry's JSON text")
+    return text
+
+
+def original_value(plan: Plan, entry: mc.Entry) -> Any:
+    """The entry as it was before init, for the notes undo prints (None if not known)."""
+    value = plan.entry_value(entry)
+    if isinstance(value, dict) and mc.UPSTREAM_KEY in value:
+        return value[mc.UPSTREAM_KEY]
+    if plan.fmt == JSON_RECORD:
+        text = _original(plan, mc.Change(entry.block, entry.name, mc.UNWRAP))
+        return mc.parse(text).value if text is not None else None
+    return None
+
+
+def rewrite(plan: Plan, shim: str, env: Mapping[str, str], undo: bool) -> None:
+    """Compute plan.rewrite and plan.new_record. McpConfigError if the change cannot be made."""
+    record = init_record.Record(
+        plan.record.path, plan.record.original, plan.record.written, plan.record.absent,
+        dict(plan.record.entries),
+    )  # fmt: skip
+    plan.new_record = record
+    if undo:
+        wrapped = {(e.block, e.name) for e in plan.all_entries if e.kind == mc.WRAPPED}
+        undone = {(c.block, c.name) for c in plan.changes}
+        whole = init_record.whole_file(plan.record, plan.text) if undone >= wrapped else None
+        for block, name in undone:
+            record.entries.pop(init_record.entry_key(block, name), None)
+        if whole is not None:
+            plan.whole = True
+            plan.rewrite = mc.Rewrite(whole, None, in_place=True)
+            record.original = record.written = None
+            record.entries = {}
+            return
+        record.original, record.absent = None, False
+    if plan.fmt == TOML:
+        doc = mcptoml.parse(plan.text)
+        for change in plan.changes:
+            key = init_record.entry_key(change.block, change.name)
+            if undo:
+                mcptoml.unwrap(doc, change.name, plan.record.entries[key])
+            else:
+                record.entries[key] = mcptoml.wrap(doc, change.name, shim, env)
+        plan.rewrite = mc.Rewrite(mcptoml.dumps(doc, plan.text), None, in_place=True)
+        return
+    assert plan.doc is not None
+    changes = plan.changes
+    if undo and plan.fmt == JSON_RECORD:
+        changes = [mc.Change(c.block, c.name, c.action, _original(plan, c)) for c in changes]
+    elif not undo and plan.fmt == JSON_RECORD:
+        root = plan.doc.root
+        for change in changes:
+            node = mc.node_at(root, change.block)
+            member = node.member(change.name) if node is not None else None
+            assert member is not None
+            original = plan.doc.text[member.value.start : member.value.end]
+            record.entries[init_record.entry_key(change.block, change.name)] = {
+                "format": "json",
+                "original": original,
+            }
+    plan.rewrite = mc.apply(plan.doc, changes, shim, env, upstream=plan.fmt == JSON)
+
+
+def record_written(plan: Plan, undo: bool) -> init_record.Record:
+    """The record to save just before plan.rewrite is written."""
+    record = plan.new_record
+    assert record is not None and plan.rewrite is not None
+    if undo:
+        record.written = None if plan.whole else plan.rewrite.text
+        return record
+    clean = not any(e.kind == mc.WRAPPED for e in plan.all_entries)
+    init_record.after_write(record, plan.text, plan.rewrite.text, clean=clean)
+    return record

@@ -1,0 +1,158 @@
+"""What `bouncerctl init` keeps in Bouncer's state directory so that `--undo` gives files back byte for byte.
+
+Theory of operation
+-------------------
+One record per file init changed, ``STATE/init-undo/<sha256 of the file's real path>.json`` (0600, in a
+0700 directory, written to a temporary file and renamed over the old record, so a crash leaves the old
+record or the new one). A record holds:
+
+- ``path``: the file's real path (the key; the digest only makes it a file name);
+- ``original`` and ``written``: the file's text before init first changed it and the text init last
+  wrote. When the file still holds exactly ``written``, undo puts ``original`` back: byte for byte,
+  whatever the format (JSON, JSONC, TOML, a one-line settings.json). ``original`` is None when there is
+  no such chain (the file had wrapped entries that no record explains, or was undone in part);
+  ``absent`` says the file did not exist before (Claude Code's settings.json: undo removes it again);
+- ``entries``: per server, keyed by server block + name, what a client whose schema rejects unknown
+  keys (Gemini CLI, Codex) cannot keep in its own file: the entry's original text (JSON) or the
+  original ``command``/``args`` tokens and the ``env`` keys init added (TOML). Undo uses them when the
+  file changed after init (the client rewrote it, the person edited another part).
+
+A record that cannot be read or does not have this shape is an `InitError` naming it: init does not
+guess at what it would undo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bouncerctl.init_files import InitError
+from bouncerd.errors import UnsafeDirectoryError
+from bouncerd.paths import ensure_private_dir, resolve
+
+RECORD_DIR = "init-undo"
+RECORD_VERSION = 1
+# Entries are text copied out of a person's config; a record much larger than any config is not ours.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class Record:
+    path: str
+    original: str | None = None
+    written: str | None = None
+    absent: bool = False
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return self.original is None and not self.absent and not self.entries
+
+
+def entry_key(block: Sequence[str], name: str) -> str:
+    """One key per server: its block's path and its name, joined by a separator no JSON key needs."""
+    return "\x1f".join([*block, name])
+
+
+def record_dir(environ: Mapping[str, str]) -> Path:
+    return resolve(environ).state / RECORD_DIR
+
+
+def record_file(environ: Mapping[str, str], path: Path) -> Path:
+    digest = hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:32]
+    return record_dir(environ) / f"{digest}.json"
+
+
+def load(environ: Mapping[str, str], path: Path) -> Record:
+    """The record for the config at `path` (an empty one if there is none)."""
+    real = os.path.realpath(path)
+    where = record_file(environ, path)
+    try:
+        with where.open("rb") as fh:
+            raw = fh.read(MAX_RECORD_BYTES + 1)
+    except FileNotFoundError:
+        return Record(real)
+    except OSError as exc:
+        raise InitError(f"{where}: cannot read init's undo record: {exc.strerror or exc}") from None
+    try:
+        if len(raw) > MAX_RECORD_BYTES:
+            raise ValueError(f"larger than {MAX_RECORD_BYTES} bytes")
+        data = json.loads(raw)
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+            raise ValueError(f"not a version {RECORD_VERSION} record")
+        if data.get("path") != real:
+            raise ValueError(f"it is the record of {data.get('path')!r}, not of {real}")
+        original, written, entries = data.get("original"), data.get("written"), data.get("entries", {})
+        for name, value in (("original", original), ("written", written)):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f'"{name}" is not a string')
+        if not isinstance(entries, dict) or not all(isinstance(v, dict) for v in entries.values()):
+            raise ValueError('"entries" is not an object of objects')
+        return Record(real, original, written, data.get("absent") is True, entries)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InitError(f"{where}: init's undo record is damaged ({exc}); move it away to go on") from None
+
+
+def save(environ: Mapping[str, str], record: Record) -> None:
+    """Write (or, when there is nothing left to undo, remove) the record, atomically."""
+    where = record_file(environ, Path(record.path))
+    if record.empty():
+        with contextlib.suppress(FileNotFoundError):
+            where.unlink()
+        return
+    data = {
+        "version": RECORD_VERSION,
+        "path": record.path,
+        "original": record.original,
+        "written": record.written,
+        "absent": record.absent,
+        "entries": record.entries,
+    }
+    body = json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8")
+    try:
+        ensure_private_dir(where.parent)
+        fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".undo.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(body)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, where)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+    except (OSError, UnsafeDirectoryError) as exc:
+        raise InitError(f"{where}: cannot write init's undo record: {exc}") from None
+
+
+def after_write(record: Record, before: str | None, after: str, *, clean: bool) -> None:
+    """Note that init replaced `before` (None: no file) by `after`. `clean`: `before` had nothing wrapped."""
+    if (
+        record.written is not None
+        and record.written == before
+        and (record.original is not None or record.absent)
+    ):
+        pass  # the chain goes on: undo still goes back to the first original
+    elif before is None:
+        record.original, record.absent = None, True
+    elif clean:
+        record.original, record.absent = before, False
+    else:
+        record.original, record.absent = None, False
+    record.written = after
+
+
+def whole_file(record: Record, current: str | None) -> str | None:
+    """The text undo can put back whole ("" with `record.absent`: remove the file), or None."""
+    if record.written is None or current != record.written:
+        return None
+    if record.absent:
+        return ""
+    return record.original
