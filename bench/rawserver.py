@@ -17,10 +17,45 @@ import random
 import sys
 from typing import Any
 
-WORDS = (
-    "the of and to in is you that it was for on are as with they at be this have from or one had by "
-    "invoice meeting quarterly report attached please review budget project deadline thanks regards"
-).split()
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "you",
+    "that",
+    "it",
+    "was",
+    "for",
+    "on",
+    "are",
+    "as",
+    "with",
+    "they",
+    "at",
+    "be",
+    "this",
+    "have",
+    "from",
+    "or",
+    "one",
+    "had",
+    "by",
+    "invoice",
+    "meeting",
+    "quarterly",
+    "report",
+    "attached",
+    "please",
+    "review",
+    "budget",
+    "project",
+    "deadline",
+    "thanks",
+    "regards",
+]
 
 TOOLS = [
     {

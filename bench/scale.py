@@ -36,7 +36,7 @@ import anyio
 from anyio.abc import Process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from relay import BIN, daemon  # noqa: E402 - the sibling bench's daemon launcher
+from relay import BIN, daemon
 
 RAW = Path(__file__).resolve().parent / "rawserver.py"
 STEPS = (1, 10, 50, 100)
@@ -109,7 +109,11 @@ async def open_conn(home: Path, *, shim: bool, session: str) -> Conn:
     conn = Conn(proc)
     init = await conn.request(
         "initialize",
-        {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "scale", "version": "1"}},
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "scale", "version": "1"},
+        },
     )
     if "result" not in init:
         raise SystemExit(f"initialize failed: {init}")
@@ -216,10 +220,16 @@ async def gigabyte(home: Path, gb: float, daemon_pid: int) -> None:
         rss1 = rss_mb(daemon_pid)
     finally:
         await conn.close()
-    print(f"\nrecorded {seen / 1e9:.2f} GB through one shim in {wall:.0f} s ({seen / 1e6 / wall:.1f} MB/s end to end)")
+    print(
+        f"\nrecorded {seen / 1e9:.2f} GB through one shim in {wall:.0f} s "
+        f"({seen / 1e6 / wall:.1f} MB/s end to end)"
+    )
     print(f"daemon RSS: {rss0:.1f} MB before, {rss1:.1f} MB after")
-    print(f"gated send, p50 / p99 ms: before {b50 * 1e3:.2f} / {b99 * 1e3:.2f}; after {a50 * 1e3:.2f} / {a99 * 1e3:.2f} "
-          f"(ratio p50 {a50 / b50:.2f}x); verdicts before {b_out}, after {a_out}")
+    print(
+        f"gated send, p50 / p99 ms: before {b50 * 1e3:.2f} / {b99 * 1e3:.2f}; "
+        f"after {a50 * 1e3:.2f} / {a99 * 1e3:.2f} "
+        f"(ratio p50 {a50 / b50:.2f}x); verdicts before {b_out}, after {a_out}"
+    )
 
 
 async def run(args: argparse.Namespace) -> None:
