@@ -34,10 +34,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
 from bouncerctl import mcpconfig as mc
+from bouncerctl import term
 from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
 from bouncerctl.init_hooks import update_hooks
 
@@ -200,23 +202,27 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str]) -> list[str]:
     return lines
 
 
-def render_diff(plan: Plan, undo: bool, environ: Mapping[str, str]) -> str:
+def render_diff(plan: Plan, undo: bool, environ: Mapping[str, str], width: int | None = None) -> str:
+    """The unified diff, coloured, each line folded to `width` (a long JSON entry stays readable)."""
     assert plan.rewrite is not None
     label = "restored" if undo else "with Bouncer"
     shown = tilde(plan.location.path, environ)
     diff = unified_diff(plan.doc.text, plan.rewrite.text, shown, label, plan.rewrite.edits)
     styled = []
-    for line in diff.splitlines(keepends=True):
+    for line in diff.splitlines():
         if line.startswith(("+++", "---")):
-            styled.append(click.style(line, bold=True))
+            style: dict[str, Any] = {"bold": True}
         elif line.startswith("+"):
-            styled.append(click.style(line, fg="green"))
+            style = {"fg": "green"}
         elif line.startswith("-"):
-            styled.append(click.style(line, fg="red"))
+            style = {"fg": "red"}
         elif line.startswith("@@"):
-            styled.append(click.style(line, fg="cyan"))
+            style = {"fg": "cyan"}
         else:
-            styled.append(line)
+            style = {}
+        marker = line[:1] if line[:1] in "+- " and not line.startswith(("+++", "---")) else " "
+        for piece in term.fold(line, width, indent=marker + "   "):
+            styled.append((term.style(piece, **style) if style else piece) + "\n")
     return "".join(styled)
 
 
@@ -355,7 +361,7 @@ def init(
         raise InitError("nothing was changed:\n  " + "\n  ".join(errors))
 
     for plan in plans:
-        click.echo("\n".join(summary(plan, undo, environ)))
+        term.echo("\n".join(term.lines_fit(summary(plan, undo, environ), term.columns())))
     pending = [plan for plan in plans if plan.rewrite is not None]
     with_hooks = config is None and client in (None, "claude-code")
     if not pending:
@@ -366,7 +372,7 @@ def init(
         return
     for plan in pending:
         click.echo("")
-        click.echo(render_diff(plan, undo, environ), nl=False)
+        term.echo(render_diff(plan, undo, environ, term.columns()), nl=False)
         assert plan.rewrite is not None
         if not plan.rewrite.in_place:
             click.echo("(the file is re-formatted: its layout could not be kept)")

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from bouncerctl import term
 from bouncerctl.common import request
 
 
@@ -36,17 +37,22 @@ def show(server: str | None, as_json: bool) -> None:
         click.echo("no server has listed its tools yet" + (f" under the name {server!r}" if server else ""))
         return
     for srv in servers:
-        click.echo(f"{srv['name']}  ({' '.join(srv['upstream'])})")
+        width = term.columns()
+        term.echo("\n".join(term.fit(f"{srv['name']}  ({' '.join(srv['upstream'])})", width)))
         for tool in srv["tools"]:
             mark = {"pinned": "  ok     ", "changed": "  CHANGED", "new": "  NEW    "}.get(
                 tool["state"], "  gone   "
             )
             click.echo(f"{mark} {tool['name']}")
             if tool["state"] == "changed":
-                click.echo(_diff(tool["pinned"], tool["live"]))
+                diff = _diff(tool["pinned"], tool["live"]).splitlines()
+                term.echo(
+                    "\n".join(piece for line in diff for piece in term.fold(line, width, indent="      "))
+                )
         pending = [t["name"] for t in srv["tools"] if t["state"] in ("changed", "new")]
         if pending:
-            click.echo(f"  to trust them: bouncerctl pins accept {srv['name']} {' '.join(pending)}")
+            accept = f"  to trust them: bouncerctl pins accept {srv['name']} {' '.join(pending)}"
+            term.echo("\n".join(term.fit(accept, width)))
         click.echo("")
 
 
