@@ -16,8 +16,9 @@ Colour follows the no-color.org convention: ``NO_COLOR`` set and not empty turns
 and a pipe does not (click's own test: `echo` strips styles from a stream that is not a tty).
 ``NO_COLOR`` wins when both are set: asking for no colour is the safer reading.
 
-Nothing here imports more than click and the standard library's `unicodedata`: every command's
-start-up pays for this module.
+Nothing here imports more than the standard library's `re` and `unicodedata` (click only when text
+is styled or written): every command's start-up pays for this module, and the group's ``--help``,
+which is written before click is imported (`bouncerctl.helptext`), uses it too.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Any
-
-import click
 
 # Narrower than this, a hanging indent leaves too little room to read; lines are fitted to this
 # width instead (a terminal this narrow wraps them itself, but no text is lost either way).
@@ -73,11 +72,15 @@ def echo(
     text: str = "", *, err: bool = False, nl: bool = True, environ: Mapping[str, str] | None = None
 ) -> None:
     """click.echo with the colour choice of `colour`."""
+    import click
+
     click.echo(text, err=err, nl=nl, color=colour(environ))
 
 
 def style(text: str, **styles: Any) -> str:
     """click.style; the escape codes are stripped on output where colour is off."""
+    import click
+
     return click.style(text, **styles)
 
 
