@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import click
 
+from bouncerctl import term
 from bouncerd.auditfiles import chain_files
 from bouncerd.core.audit import ChainResult, ChainWalker
 from bouncerd.paths import resolve
@@ -107,7 +108,7 @@ def verify(file: Path | None, expected_head: str | None, as_json: bool) -> None:
         f"audit chain intact: {result.records} records in {len(files)} file{'s' if len(files) != 1 else ''} "
         f"({names}), head {result.head}"
     )
-    click.echo(summary)
+    term.echo("\n".join(term.fit(summary, term.columns())))
     if result.anchor is not None:
         click.echo(
             f"note: the oldest file continues one no longer kept (its last hash was {result.anchor})",

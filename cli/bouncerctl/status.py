@@ -130,7 +130,7 @@ def health_line(body: dict[str, Any], *, live: int, ended: int, width: int | Non
         f"{term.style('active', fg=colour, bold=True)}, pid {daemon.get('pid', '?')}, "
         f"up {format_duration(float(daemon.get('uptime') or 0))}"
     )
-    return term.wrap(" · ".join(parts), width, first=head + " · ", indent="  ")
+    return term.wrap_parts([head, *parts], width)
 
 
 def _policy_rows(policy: Any) -> list[list[str]]:

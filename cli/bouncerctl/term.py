@@ -165,6 +165,29 @@ def wrap(text: str, width: int | None, *, first: str = "", indent: str = HANG) -
     return lines
 
 
+def wrap_parts(parts: Sequence[str], width: int | None, *, first: str = "", sep: str = " · ") -> list[str]:
+    """`parts` joined by `sep`, a line broken only between parts (a part too long is wrapped alone)."""
+    if width is None:
+        return [first + sep.join(parts)]
+    lines: list[str] = []
+    line = first
+    for i, part in enumerate(parts):
+        joined = line + (sep if i else "") + part
+        if cells(joined) <= width:
+            line = joined
+            continue
+        if i:
+            lines.append((line + sep.rstrip()).rstrip())
+            line = HANG[:2]
+        if cells(line + part) <= width:
+            line += part
+        else:
+            *whole, line = wrap(part, width, first=line, indent=HANG[:2])
+            lines += whole
+    lines.append(line.rstrip())
+    return lines
+
+
 def fit(line: str, width: int | None, *, indent: str = HANG) -> list[str]:
     """One already-formatted line fitted to `width`: unchanged if it fits, else wrapped under itself."""
     if width is None or cells(line) <= width:
