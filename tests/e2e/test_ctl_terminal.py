@@ -248,3 +248,15 @@ def test_init_diff_is_fitted_and_coloured(daemon: RunningDaemon, tmp_path: Path)
     _assert_fits(out, "init --dry-run")
     assert "\x1b[32m" in out  # added lines green
     assert _whole("/home/someone/projects/p7", out)
+
+
+def test_the_demo_fits_80_columns_and_keeps_every_reason(tmp_path: Path) -> None:
+    """The demo wrapped mid-word at 80 columns and cut each reason at 300 characters."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR", "FORCE_COLOR")}
+    env.update(BOUNCER_HOME=str(tmp_path), BOUNCER_NO_NOTIFY="1", TERM="xterm-256color")
+    out = run_in_pty([str(BOUNCERCTL), "demo"], env)
+    _assert_fits(out, "demo")
+    plain = ANSI.sub("", out)
+    assert "All checks passed." in plain
+    assert _whole("add it to trusted_destinations in your policy", plain)
+    assert "\x1b[" in out
