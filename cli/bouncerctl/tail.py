@@ -104,10 +104,12 @@ def format_record(obj: Any, *, width: int | None) -> str:
         )
         return (head + reason).rstrip()
     mark = term.style(_pad(label, 6), **styles)
-    head = f"{when}  {mark}  {server}/{tool}" + (f"  {rule}" if rule else "")
+    where = "/".join(str(part) for part in (obj.get("server"), obj.get("tool")) if part)
+    what = "  ".join(part for part in (where, rule) if part)
+    head = f"{when}  {mark}  {what}"
     if term.cells(head) + 2 + term.cells(reason) <= width:
         return f"{head}  {reason}".rstrip()
-    lines = term.wrap(f"{server}/{tool}" + (f" {rule}" if rule else ""), width, first=f"{when}  {mark}  ")
+    lines = term.wrap(what, width, first=f"{when}  {mark}  ")
     if reason:
         lines += term.wrap(reason, width, first=term.HANG, indent=term.HANG)
     return "\n".join(lines)
