@@ -35,7 +35,7 @@ class ChainBroken(click.ClickException):
     exit_code = EXIT_BROKEN
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(self.format_message(), err=True)
+        term.say(self.format_message(), err=True)
 
 
 def walk_files(files: list[Path], expected_head: str | None = None) -> ChainResult:
@@ -110,9 +110,9 @@ def verify(file: Path | None, expected_head: str | None, as_json: bool) -> None:
     )
     term.echo("\n".join(term.fit(summary, term.columns())))
     if result.anchor is not None:
-        click.echo(
+        term.say(
             f"note: the oldest file continues one no longer kept (its last hash was {result.anchor})",
             err=True,
         )
     for aside in _torn_asides(live):
-        click.echo(f"note: {aside.name} holds a torn line bouncerd moved aside after a crash", err=True)
+        term.say(f"note: {aside.name} holds a torn line bouncerd moved aside after a crash", err=True)

@@ -366,20 +366,20 @@ def init(
     with_hooks = config is None and client in (None, "claude-code")
     if not pending:
         what = "wrapped" if undo else "to wrap"
-        click.echo(f"\nNothing to change: no {'stdio servers ' if not undo else 'servers '}{what}.")
+        term.say(f"\nNothing to change: no {'stdio servers ' if not undo else 'servers '}{what}.")
         if with_hooks:
             _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=dry_run)
         return
     for plan in pending:
-        click.echo("")
+        term.say("")
         term.echo(render_diff(plan, undo, environ, term.columns()), nl=False)
         assert plan.rewrite is not None
         if not plan.rewrite.in_place:
-            click.echo("(the file is re-formatted: its layout could not be kept)")
+            term.say("(the file is re-formatted: its layout could not be kept)")
     if dry_run:
         if with_hooks:
             _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=True)
-        click.echo("\nDry run: nothing written.")
+        term.say("\nDry run: nothing written.")
         return
     if not yes and not can_ask():
         raise InitError(
@@ -389,14 +389,14 @@ def init(
     written: list[Plan] = []
     failures: list[str] = []
     now = datetime.now(UTC)  # one timestamp for every backup of this run
-    click.echo("")
+    term.say("")
     for plan in pending:
         shown = tilde(plan.location.path, environ)
         if not yes and not click.confirm(f"Write {shown}?", default=False):
-            click.echo(f"left {shown} unchanged")
+            term.say(f"left {shown} unchanged")
             continue
         try:
-            click.echo(commit(plan, environ, now))
+            term.say(commit(plan, environ, now))
             written.append(plan)
         except InitError as exc:
             failures.append(exc.message)
@@ -404,9 +404,9 @@ def init(
         titles = sorted({plan.location.title for plan in written if plan.location.client != "file"})
         who = ", ".join(titles) if titles else "the client"
         if undo:
-            click.echo(f"\nRestart {who} to start the servers without Bouncer.")
+            term.say(f"\nRestart {who} to start the servers without Bouncer.")
         else:
-            click.echo(
+            term.say(
                 f"\nRestart {who} so the servers start through bouncer-shim.\n"
                 f"`bouncerctl status` lists them once they connect; `bouncerctl init --undo` puts them back."
             )

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from bouncerctl import term
 from bouncerctl.hook_settings import claude_settings_with_hooks, claude_settings_without_hooks
 from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
 
@@ -52,29 +53,29 @@ def update_hooks(
         raise InitError(f"{shown}: cannot update Claude Code's hooks: {exc}") from None
     if new == old:
         if wanted:
-            click.echo(f"\n{shown}: Bouncer's hooks are {'absent' if undo else 'already installed'}.")
+            term.say(f"\n{shown}: Bouncer's hooks are {'absent' if undo else 'already installed'}.")
         return
     new_bytes = (json.dumps(new, indent=2, ensure_ascii=False) + "\n").encode()
-    click.echo(f"\nClaude Code hooks ({'remove' if undo else 'vouch what you type, watch built-in tools'}):")
+    term.say(f"\nClaude Code hooks ({'remove' if undo else 'vouch what you type, watch built-in tools'}):")
     click.echo(unified_diff(old_bytes.decode(errors="replace"), new_bytes.decode(), shown, "hooks"), nl=False)
     if dry_run:
         return
     if not yes or wanted is None:
         if not (os.isatty(0) and os.isatty(1)):
             if wanted is None:
-                click.echo("(hooks left unchanged: re-run with --hooks to install them without a terminal)")
+                term.say("(hooks left unchanged: re-run with --hooks to install them without a terminal)")
                 return
         elif not click.confirm(f"Write {shown}?", default=False):
-            click.echo(f"left {shown} unchanged")
+            term.say(f"left {shown} unchanged")
             return
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if path.exists():
         st = path.stat()
         saved = backup(path, old_bytes, st.st_mode, now)
         write_atomically(path, new_bytes, st)
-        click.echo(f"wrote {shown} (backup: {saved.name})")
+        term.say(f"wrote {shown} (backup: {saved.name})")
     else:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(new_bytes)
-        click.echo(f"wrote {shown}")
+        term.say(f"wrote {shown}")

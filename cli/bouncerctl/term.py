@@ -77,6 +77,13 @@ def echo(
     click.echo(text, err=err, nl=nl, color=colour(environ))
 
 
+def say(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """`echo` with each line of `text` fitted to the width of the stream it goes to (see `fit`)."""
+    stream = sys.stderr if err else sys.stdout
+    width = columns(stream)
+    echo("\n".join(piece for line in text.split("\n") for piece in fit(line, width)), err=err, nl=nl)
+
+
 def style(text: str, **styles: Any) -> str:
     """click.style; the escape codes are stripped on output where colour is off."""
     import click

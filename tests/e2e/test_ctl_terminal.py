@@ -260,3 +260,17 @@ def test_the_demo_fits_80_columns_and_keeps_every_reason(tmp_path: Path) -> None
     assert "All checks passed." in plain
     assert _whole("add it to trusted_destinations in your policy", plain)
     assert "\x1b[" in out
+
+
+def test_init_and_its_undo_fit_80_columns_when_they_write(daemon: RunningDaemon, tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    args = [
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        *(f"/home/someone/projects/p{i}" for i in range(8)),
+    ]
+    config.write_text(json.dumps({"mcpServers": {"files": {"command": "npx", "args": args}}}, indent=2))
+    for flags in (["--yes"], ["--undo", "--yes"]):
+        out = run_in_pty([str(BOUNCERCTL), "init", "--config", str(config), *flags], _env(daemon))
+        _assert_fits(out, f"init {' '.join(flags)}")
+        assert _whole("Restart the client", out) and _whole(str(config), out)
