@@ -274,3 +274,17 @@ def test_init_and_its_undo_fit_80_columns_when_they_write(daemon: RunningDaemon,
         out = run_in_pty([str(BOUNCERCTL), "init", "--config", str(config), *flags], _env(daemon))
         _assert_fits(out, f"init {' '.join(flags)}")
         assert _whole("Restart the client", out) and _whole(str(config), out)
+
+
+def test_a_failed_reload_turns_the_health_line_red(daemon: RunningDaemon) -> None:
+    """A policy that failed to load must not look like a healthy daemon at a glance."""
+    policy = daemon.paths.config / "policy.yaml"
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    policy.write_text("servers: [\n")
+    reload = subprocess.run([str(BOUNCERCTL), "reload"], env=_env(daemon), capture_output=True, text=True)
+    assert reload.returncode == 1
+    out = run_in_pty([str(BOUNCERCTL), "status"], _env(daemon))
+    first = out.split("\n\n", 1)[0]
+    assert "\x1b[31m" in first and "\x1b[33m" not in first  # red, not yellow or green
+    assert "policy RELOAD FAILED" in " ".join(ANSI.sub("", first).split())
+    _assert_fits(out, "status after a failed reload")
