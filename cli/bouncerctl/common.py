@@ -30,7 +30,12 @@ class DaemonNotRunning(click.ClickException):
 
 
 class RequestFailed(click.ClickException):
+    """``Error: MESSAGE`` on stderr as click writes it, each line fitted to the terminal; exit 1."""
+
     exit_code = EXIT_REQUEST_FAILED
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        term.say(f"Error: {self.format_message()}", err=True)
 
 
 def connect() -> Client:
