@@ -1,16 +1,21 @@
 """``bouncerctl status``: is the daemon up, what is in force, what waits for a person, what it decided.
 
-Shown: the daemon (pid, uptime, socket, state directory), the audit log and its chain head (the hash
-of the last record: note it somewhere else, and ``bouncerctl audit verify --head HASH`` later proves
-no record was cut from the end), the policy in force (its file, whether the last reload failed, the
-settings), tools whose pins need review (``new`` or ``changed``: calls to them are refused), the open
-approval codes, then each session with its servers and verdict counts.
+It opens with one health line, like ``systemctl status``: a dot coloured green (nothing waits for a
+person), yellow (an ask waits, or a tool needs review) or red (the last policy reload failed), the
+daemon's version, pid and uptime, then the live sessions, the policy's state, the asks waiting and
+the tools to review. Then: the daemon's socket and state directory, the audit log and its chain head
+(the hash of the last record: note it somewhere else, and ``bouncerctl audit verify --head HASH``
+later proves no record was cut from the end), the policy in force (its file, whether the last reload
+failed, the settings), tools whose pins need review (``new`` or ``changed``: calls to them are
+refused), the open approval codes, then each live session, named by its client (the clientInfo of
+the MCP initialize) and the client's pid, with its servers and verdict counts. Sessions whose servers
+have all disconnected have ended: they are counted in one line, not listed.
 
-``--json`` prints the replies as they are (for scripts); without it they are rendered as aligned
-text. Exit 3 with one line on stderr when no daemon answers. The pins and approvals come from their
-own ops on the same connection; a daemon that does not offer one is shown as "unknown", not an error.
+``--json`` prints the replies as they are, every session included (for scripts); without it the text
+is fitted to the terminal's width (`bouncerctl.term`: long values wrap under themselves, never cut).
+Exit 3 with one line on stderr when no daemon answers. The pins and approvals come from their own
+ops on the same connection; a daemon that does not offer one is shown as "unknown", not an error.
 """
-
 from __future__ import annotations
 
 from typing import Any

@@ -96,8 +96,8 @@ def plain(text: str) -> str:
 
 
 def char_cells(ch: str) -> int:
-    if ch in "\t":
-        return 1
+    if ch == "\t":
+        return 1  # as the ASCII path counts it; wrapped text has its tabs turned to spaces
     if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf", "Cc"):
         return 0
     return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
@@ -107,7 +107,7 @@ def cells(text: str) -> int:
     """The terminal cells `text` takes (ANSI escapes take none)."""
     stripped = plain(text)
     if stripped.isascii():
-        return sum(1 for ch in stripped if ch.isprintable())
+        return sum(1 for ch in stripped if ch.isprintable() or ch == "\t")
     return sum(char_cells(ch) for ch in stripped)
 
 
@@ -131,8 +131,8 @@ def wrap(text: str, width: int | None, *, first: str = "", indent: str = HANG) -
     """`first` + `text` as lines of at most `width` cells; continuation lines start with `indent`.
 
     Text that fits is kept as it is; wrapped, whitespace runs become one space. With `width` None
-    the whole is one line. `first` (which may
-    be styled) is kept as it is; `text` should be plain where it may be split inside a word.
+    the whole is one line. `first` (which may be styled) is kept as it is; `text` should be plain
+    where a word of it may be too long for a line (it is broken inside).
     """
     if "\n" not in text and (width is None or cells(first) + cells(text) <= max(width, MIN_COLUMNS)):
         return [(first + text).rstrip()]  # fits: kept as it is, inner spacing and all
