@@ -16,6 +16,7 @@ is fitted to the terminal's width (`bouncerctl.term`: long values wrap under the
 Exit 3 with one line on stderr when no daemon answers. The pins and approvals come from their own
 ops on the same connection; a daemon that does not offer one is shown as "unknown", not an error.
 """
+
 from __future__ import annotations
 
 from typing import Any
