@@ -76,25 +76,51 @@ def is_record(obj: Any) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("ts"), str)
 
 
+def shown(value: Any) -> str:
+    """A value from a record as it may reach a terminal: invisible and bidi characters escaped.
+
+    Tool names and destinations come from servers and agents: printed raw, a right-to-left override
+    or a zero-width space would make the line say something else. Plain printable ASCII is shown as
+    it is; anything else goes through the daemon's own `canon.visible` (imported only then: it costs
+    more than the rest of `tail`).
+    """
+    text = str(value)
+    if text.isascii() and text.isprintable():
+        return text
+    from bouncerd.core.canon import visible
+
+    return visible(text)
+
+
+def _cut_destination(obj: dict[str, Any], reason: str) -> str | None:
+    """The record's destination, when the reason shows it only in part (the daemon shortens it there)."""
+    destination = obj.get("destination")
+    if not isinstance(destination, str) or not destination:
+        return None
+    return None if shown(destination) in reason else shown(destination)
+
+
 def format_record(obj: Any, *, width: int | None) -> str:
     """The text for one parsed audit line (styled; the style is stripped where colour is off).
 
     With `width` None (a pipe) it is one line in padded columns, the reason whole at its end. With a
     width it is fitted to it: time, verdict, server/tool and rule on the first line, and a reason that
-    does not fit beside them wrapped under it, indented; nothing is cut.
+    does not fit beside them wrapped under it, indented; nothing is cut. A destination the reason
+    holds only shortened is shown whole after it.
     """
     if not is_record(obj):
         return term.style(NOT_A_RECORD, fg="magenta")
     verdict = obj.get("verdict")
-    rule = str(obj.get("rule") or "")
-    server = str(obj.get("server") or "-")
-    tool = str(obj.get("tool") or "-")
+    rule = shown(obj.get("rule") or "")
+    server = shown(obj.get("server") or "-")
+    tool = shown(obj.get("tool") or "-")
     if isinstance(verdict, str) and verdict in VERDICT_STYLE:
         colour, bold = VERDICT_STYLE[verdict]
         label, styles = verdict.upper(), {"fg": colour, "bold": bold}
     else:
         label, styles = event_kind(rule), {"fg": "cyan"}
-    reason = " ".join(str(obj.get("reason") or "").split())
+    reason = shown(" ".join(str(obj.get("reason") or "").split()))
+    destination = _cut_destination(obj, reason)
     when = term.style(_local_time(obj["ts"]), dim=True)
     if width is None:
         mark = term.style(_pad(label, KIND_WIDTH), **styles)
@@ -102,16 +128,18 @@ def format_record(obj: Any, *, width: int | None) -> str:
             f"{when}  {_pad(server, SERVER_WIDTH)}  {_pad(tool, TOOL_WIDTH)}  {mark}  "
             f"{_pad(rule, RULE_WIDTH)}  "
         )
-        return (head + reason).rstrip()
+        return (head + reason + (f"  destination: {destination}" if destination else "")).rstrip()
     mark = term.style(_pad(label, 6), **styles)
-    where = "/".join(str(part) for part in (obj.get("server"), obj.get("tool")) if part)
+    where = "/".join(shown(part) for part in (obj.get("server"), obj.get("tool")) if part)
     what = "  ".join(part for part in (where, rule) if part)
     head = f"{when}  {mark}  {what}"
-    if term.cells(head) + 2 + term.cells(reason) <= width:
+    if not destination and term.cells(head) + 2 + term.cells(reason) <= width:
         return f"{head}  {reason}".rstrip()
     lines = term.wrap(what, width, first=f"{when}  {mark}  ")
     if reason:
         lines += term.wrap(reason, width, first=term.HANG, indent=term.HANG)
+    if destination:
+        lines += term.wrap(destination, width, first=term.HANG + "destination: ", indent=term.HANG)
     return "\n".join(lines)
 
 

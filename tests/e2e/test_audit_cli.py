@@ -250,6 +250,27 @@ def test_tail_wraps_a_long_reason_under_its_record_and_never_cuts_it() -> None:
     assert reason in format_record({**record, "reason": reason}, width=None)  # piped: one whole line
 
 
+def test_tail_escapes_bidi_and_invisible_characters_and_shows_a_shortened_destination_whole() -> None:
+    """A right-to-left override in a tool name reorders the line on screen; a destination the reason
+    shortens ("…") can hide the domain it would go to."""
+    destination = "a" * 150 + "@evil.example"
+    record = {
+        "ts": "2026-01-01T00:00:00.000Z",
+        "server": "mail",
+        "tool": "send\u202egnp.exe",
+        "verdict": "ask",
+        "rule": "sink.unproven",
+        "reason": f"destination '{destination[:60]}…' is not allowlisted",
+        "destination": destination,
+    }
+    for width in (80, None):
+        text = click.unstyle(format_record(record, width=width))
+        assert "\u202e" not in text and "send\\u202egnp.exe" in text
+        assert destination in "".join(text.split()).replace("destination:", "")
+    plain = {**record, "reason": f"destination '{destination}' is not allowlisted"}
+    assert click.unstyle(format_record(plain, width=None)).count(destination) == 1  # whole once: not repeated
+
+
 def _mixed_log(path: Path, now: float) -> None:
     log, _ = AuditLog.open(path, now - 7200)
     for i, (server, verdict, age) in enumerate(

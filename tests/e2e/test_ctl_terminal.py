@@ -165,6 +165,7 @@ def test_the_long_reason_and_destination_reach_the_terminal_whole(
     tail = run_in_pty([str(BOUNCERCTL), "tail"], env)
     assert _whole(world["reason"], tail)
     assert ANSI.sub("", tail).count("…") == world["reason"].count("…")  # none added by bouncerctl
+    assert _whole("destination: " + DESTINATION, tail)  # the reason shortens it; the record has it whole
     record = [line for line in ANSI.sub("", tail).splitlines() if "send_email" in line]
     assert record and "ASK" in record[0]  # the verdict is on the record's first line
     for args in (["status"], ["pending"]):
