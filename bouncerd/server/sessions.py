@@ -62,6 +62,8 @@ class Session:
         return {
             "key": self.key,
             "client": self.client.public(),
+            "client_pid": self.client_pid,  # the MCP client process the shims descend from, if known
+            "started": self.started,
             "servers": [s.public() for s in self.servers.values()],
             "counts": {kind: self.counts.get(kind, 0) for kind in ("allow", "deny", "ask")},
         }
