@@ -37,6 +37,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from bouncerd import __version__, wire
 from bouncerd.core.approvals import arguments_digest
@@ -49,11 +50,11 @@ from bouncerd.paths import Paths
 from bouncerd.server import hooks, peer
 from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
-from bouncerd.server.caller import Caller, Handler
+from bouncerd.server.caller import AsyncHandler, Caller, Handler
 from bouncerd.server.connection import Connection
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
-from bouncerd.server.policies import PolicyState, realpath
+from bouncerd.server.policies import Loaded, PolicyState, realpath
 from bouncerd.server.questions import Wording
 from bouncerd.server.sessions import Registry
 
@@ -66,6 +67,10 @@ COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 # Engine events per journal frame when writing a snapshot, so a large state never needs a frame near
 # the wire's MAX_FRAME_BYTES.
 SNAPSHOT_EVENTS_PER_FRAME = 256
+
+# Reads of policy.yaml one reload makes in a worker thread before it reads on the event loop instead:
+# a read is redone only when an "always" answer rewrote the file meanwhile, which a person does rarely.
+MAX_RELOAD_READS = 3
 
 # After accept() fails (out of file descriptors, usually), wait this long before trying again, so
 # the loop does not spin while connections close and free descriptors.
@@ -96,12 +101,19 @@ class Daemon:
             self.maybe_compact,
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
+        self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
+        self._reload_lock = anyio.Lock()
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
         self._compact_floor = COMPACT_AFTER_BYTES
 
+    def _async_handler_table(self) -> dict[str, AsyncHandler]:
+        """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
+        return {"reload": self.reload_op}
+
     def _handler_table(self) -> dict[str, Handler]:
-        """Every op of `wire.OPS` but hello (which `Connection` answers first): one entry per op."""
+        """Every op of `wire.OPS` but hello (which `Connection` answers first) and those of
+        `async_handlers`: one entry per op."""
         return {
             "client": self.client,
             "tools": self.tools,
@@ -113,7 +125,6 @@ class Daemon:
             "check_builtin": self.hook_ops.check_builtin,
             "status": self.status,
             "ping": _ping,
-            "reload": self.reload_op,
             "pins": self.pins,
             "pins_accept": self.pins_accept,
             "pending": self.approvals.pending,
@@ -226,7 +237,7 @@ class Daemon:
         """Serve until SIGTERM or SIGINT. Takes ownership of `sock`."""
         listener = await anyio.abc.SocketListener.from_socket(sock)
         async with listener, anyio.create_task_group() as tg:
-            await tg.start(self._watch_signals, tg.cancel_scope)
+            await tg.start(self._watch_signals, tg)
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
@@ -240,16 +251,16 @@ class Daemon:
                 tg.start_soon(self._handle, stream)
 
     async def _watch_signals(
-        self, scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
-                    self.reload()
+                    tg.start_soon(self.reload_async)
                     continue
                 log.info("%s: shutting down", signal.Signals(signum).name)
-                scope.cancel()
+                tg.cancel_scope.cancel()
                 return
 
     async def _handle(self, stream: anyio.abc.SocketStream) -> None:
@@ -420,21 +431,50 @@ class Daemon:
     # ---- policy, pins, vouching ---------------------------------------------------------------
 
     def reload(self) -> str | None:
+        """Reload policy.yaml here and now (an "always" answer that edited it). None, or why not."""
         now = time.time()
-        error = self.policy.reload(now)
-        if error is None:
-            self.engine.set_policy(self.policy.base)
-            log.info("reload: policy loaded from %s", self.policy.user_path)
-            self.audit.append(
-                {"rule": "policy.reloaded", "reason": f"policy loaded from {self.policy.user_path}"}, now
-            )
-        else:
-            log.error("reload failed, keeping the policy in force: %s", error)
-            self.audit.append({"rule": "policy.reload_failed", "reason": error}, now)
+        try:
+            loaded = self.policy.read()
+        except Exception as exc:  # any failure keeps the last good policy, and says so
+            return self._reload_failed(exc, now)
+        self._commit(loaded, now)
+        return None
+
+    async def reload_async(self) -> str | None:
+        """Reload policy.yaml off the event loop (SIGHUP, `bouncerctl reload`): the file is parsed and
+        merged in a worker thread while verdicts go on with the policy in force, then swapped in
+        whole. Reloads run one at a time; a read that a synchronous reload overtook is read again."""
+        async with self._reload_lock:
+            for _ in range(MAX_RELOAD_READS):
+                generation = self.policy.generation
+                try:
+                    loaded = await anyio.to_thread.run_sync(self.policy.read)
+                except Exception as exc:  # as in `reload`
+                    return self._reload_failed(exc, time.time())
+                if self.policy.generation == generation:
+                    self._commit(loaded, time.time())
+                    return None
+            return self.reload()  # overtaken every time: read it on the loop, so the newest wins
+
+    def _commit(self, loaded: Loaded, now: float) -> None:
+        self.policy.commit(loaded, now)
+        self.engine.set_policy(self.policy.base)
+        log.info("reload: policy loaded from %s", self.policy.user_path)
+        self.audit.append(
+            {"rule": "policy.reloaded", "reason": f"policy loaded from {self.policy.user_path}"}, now
+        )
+
+    def _reload_failed(self, exc: BaseException, now: float) -> str:
+        error = self.policy.fail(exc, now)
+        log.error("reload failed, the policy loaded before stays in force: %s", error)
+        self.audit.append(
+            {"rule": "policy.reload_failed", "reason": f"{error}; the policy loaded before stays in force"},
+            now,
+        )
         return error
 
-    def reload_op(self, caller: Caller, rid: int, msg: wire.ReloadRequest) -> dict[str, Any]:
-        return wire.reply(rid, error=self.reload())
+    async def reload_op(self, caller: Caller, rid: int, msg: wire.ReloadRequest) -> dict[str, Any]:
+        return wire.reply(rid, error=await self.reload_async())
 
     def pins(self, caller: Caller, rid: int, msg: wire.PinsRequest) -> dict[str, Any]:
         servers = []

@@ -14,6 +14,7 @@ own ops on the same connection; a daemon that does not offer one is shown as "un
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -111,6 +112,9 @@ def _policy_rows(policy: Any) -> list[list[str]]:
     if policy.get("state") == "reload failed":
         error = str(policy.get("reload_error") or "").splitlines()
         state = "RELOAD FAILED, the earlier policy is still in force: " + (error[0] if error else "?")
+        failed_at = (policy.get("reload_failure") or {}).get("at")
+        if isinstance(failed_at, int | float):
+            state += time.strftime(" (at %Y-%m-%d %H:%M:%S UTC)", time.gmtime(failed_at))
     else:
         state = "loaded"
     settings = policy.get("settings") or {}
