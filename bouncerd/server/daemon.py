@@ -402,6 +402,8 @@ class Daemon:
             record["arguments"] = call.arguments
         if asked:
             record["code"] = asked["code"]
+        if msg.get("request_id_json") is not None:  # exact where request_id cannot be (a float, ...)
+            record["request_id_json"] = msg["request_id_json"]
         self.audit.append(record, now)
         session.counts[verdict.verdict] += 1
         self.maybe_compact()
