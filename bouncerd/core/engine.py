@@ -371,13 +371,13 @@ class Engine:
             events, AttemptEvent(ev="attempt", session=call.session, server=call.server.name, tool=call.tool)
         )
         if call.kind != "tool":
-            message = self._decide_message(call, events)
+            message = self._decide_message(call, events, now)
             return dataclasses.replace(message, events=tuple(events))
         if call.answers:
             answers = dataclasses.replace(
                 call, tool=f"{call.tool} input", arguments=call.answers, kind="answer"
             )
-            answered = self._decide_message(answers, events)
+            answered = self._decide_message(answers, events, now)
             if answered.verdict != "allow":
                 return dataclasses.replace(answered, events=tuple(events))
         verdict = self._check_pin(call)
@@ -386,7 +386,7 @@ class Engine:
             verdict = (
                 self._check_budget(call, rule)
                 or self._check_constraints(call, rule)
-                or self._check_sinks(call, rule, events)
+                or self._check_sinks(call, rule, events, now)
                 or Verdict("allow", "default.allow", "no rule objected")
             )
         return Verdict(
@@ -447,7 +447,7 @@ class Engine:
         trust = self.trust(call, rule)
         return [sinkgate.classify(d, trust, index.lookup) for d in dests]
 
-    def _check_sinks(self, call: ToolCall, rule: ToolRule, events: list[Event]) -> Verdict | None:
+    def _check_sinks(self, call: ToolCall, rule: ToolRule, events: list[Event], now: float) -> Verdict | None:
         if not rule.exfiltrating:
             return None
         index = self.index(self.scope_key(call.session, call.server.name))
@@ -463,7 +463,7 @@ class Engine:
                 key_hit=index.key_hit,
             )
             verdict = self._unless_blind(call, verdict, "fetches")
-            return self._use_once_grant(call, verdict, events)
+            return self._use_once_grant(call, verdict, events, now)
         verdict = sinkgate.send_verdict(
             call.arguments,
             tool=call.tool,
@@ -474,9 +474,9 @@ class Engine:
             on_tainted_identity=self.policy.settings.on_tainted_identity,
             looks_like_destination=fallback.looks_like_destination,
         )
-        return self._use_once_grant(call, verdict, events)
+        return self._use_once_grant(call, verdict, events, now)
 
-    def _decide_message(self, call: ToolCall, events: list[Event]) -> Verdict:
+    def _decide_message(self, call: ToolCall, events: list[Event], now: float) -> Verdict:
         """A request other than tools/call that carries the agent's data to the server
         (docs/how-it-works.md, "Requests other than tools/call").
 
@@ -520,7 +520,7 @@ class Engine:
                     destination=verdict.destination,
                     parameter=verdict.parameter,
                 )
-        verdict = self._use_once_grant(call, verdict, events)
+        verdict = self._use_once_grant(call, verdict, events, now)
         return dataclasses.replace(verdict, reason=f"{label} {call.tool}: {verdict.reason}")
 
     def _unless_blind(self, call: ToolCall, verdict: Verdict, what: str) -> Verdict:
@@ -543,29 +543,37 @@ class Engine:
                 why[k] = "approved for this session"
         return sinkgate.Trust(frozenset(why), frozenset(), why)
 
-    def _use_once_grant(self, call: ToolCall, verdict: Verdict, events: list[Event]) -> Verdict:
-        """An ask for a call a person approved once (bouncerctl approve) becomes an allow, once."""
-        if verdict.verdict == "ask":
-            digest = ap.arguments_digest(call.arguments)
-            if self.approvals.has_once(call.session, call.server.name, call.tool, digest):
-                self._emit(
-                    events,
-                    GrantUsedEvent(
-                        ev="grant_used",
-                        session=call.session,
-                        server=call.server.name,
-                        tool=call.tool,
-                        digest=digest,
-                    ),
-                )
-                return Verdict(
-                    "allow",
-                    "approval.once",
-                    "a person approved this exact call",
-                    destination=verdict.destination,
-                    parameter=verdict.parameter,
-                )
-        return verdict
+    def _use_once_grant(self, call: ToolCall, verdict: Verdict, events: list[Event], now: float) -> Verdict:
+        """An ask for a call a person approved once (bouncerctl approve) becomes an allow, once: if the
+        grant has not lapsed, answers the same question (the ask's rule) and the destination was not
+        tainted after the person was asked. Otherwise the ask stands, with its own reason."""
+        if verdict.verdict != "ask":
+            return verdict
+        digest = ap.arguments_digest(call.arguments)
+        seen = verdict.provenance.ts if verdict.provenance is not None else None
+        grant = self.approvals.once_grant(
+            call.session, call.server.name, call.tool, digest, verdict.rule, seen, now
+        )
+        if grant is None:
+            return verdict
+        self._emit(
+            events,
+            GrantUsedEvent(
+                ev="grant_used",
+                session=call.session,
+                server=call.server.name,
+                tool=call.tool,
+                digest=digest,
+                asked=grant.asked,
+            ),
+        )
+        return Verdict(
+            "allow",
+            "approval.once",
+            "a person approved this exact call",
+            destination=verdict.destination,
+            parameter=verdict.parameter,
+        )
 
 
 def _names_a_network_host(uri: str) -> bool:

@@ -86,6 +86,7 @@ class ApprovalPendingEvent(TypedDict):
     summary: NotRequired[str]
     question: NotRequired[str]
     destinations: NotRequired[list[str]]
+    rule: NotRequired[str]  # the ask's rule: what the person was asked about
 
 
 class ApprovalClosedEvent(TypedDict):
@@ -98,6 +99,11 @@ class GrantEvent(TypedDict):
     ev: Literal["grant"]
     scope: Literal["once", "session", "always"]
     binding: BindingFields
+    # once grants: when the person was asked, the ask's rule then, and when the grant lapses. A once
+    # grant without them (journalled before they existed) has lapsed: a person approves again.
+    asked: NotRequired[float]
+    rule: NotRequired[str]
+    expires: NotRequired[float]
 
 
 class GrantUsedEvent(TypedDict):
@@ -106,6 +112,7 @@ class GrantUsedEvent(TypedDict):
     server: str
     tool: str
     digest: str
+    asked: NotRequired[float]  # which grant of the call was used (the first one when missing)
 
 
 class NonceUsedEvent(TypedDict):

@@ -321,6 +321,14 @@ _TABLE = (
         _AGENCY,
         "an answer replayed after its question closed",
     ),
+    _row(
+        "approval.stale",
+        DENY_EVENT,
+        "a person said yes to a question that no longer holds: its destination turned up in untrusted "
+        "output after it was asked (the call is decided again)",
+        _AGENCY,
+        "a yes to a clean send carried over to a destination tainted since",
+    ),
     _row("approval.granted", EVENT, "a person allowed a call (when asked, or by code)", _AGENCY, "—"),
     _row("approval.expired", EVENT, "an approval code expired unanswered", _AGENCY, "—"),
     _row(
