@@ -227,6 +227,21 @@ class Approvals:
                 return grant
         return None
 
+    def session_keys(self) -> set[str]:
+        keys = {p.binding.session for p in self.pending.values()}
+        keys.update(k[0] for k in self.once)
+        keys.update(k[0] for k in self.session_trust)
+        return keys
+
+    def end_session(self, session: str) -> None:
+        """Drop the session's open codes and grants: nobody of it is left to retry a call."""
+        for code in [c for c, p in self.pending.items() if p.binding.session == session]:
+            del self.pending[code]
+        for key in [k for k in self.once if k[0] == session]:
+            del self.once[key]
+        for trust_key in [k for k in self.session_trust if k[0] == session]:
+            del self.session_trust[trust_key]
+
     def prune(self, now: float) -> None:
         """Forget what has lapsed (once grants, used nonces, old wrong codes): memory stays bounded by
         what is live. Derived from `now` alone, so a replay that prunes later ends in the same state."""

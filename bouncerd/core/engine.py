@@ -33,8 +33,10 @@ from bouncerd.core.events import (
     GrantUsedEvent,
     PinEvent,
     PinWindowEvent,
+    SessionEndedEvent,
     TaintEvent,
     TaintEvictedEvent,
+    TaintExpiredEvent,
     VouchEvent,
 )
 from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
@@ -137,6 +139,17 @@ class Engine:
             self.blind.add(ev["scope"])
         elif ev["ev"] == "vouch":
             self.session(ev["session"]).vouched.update(ev["keys"])
+        elif ev["ev"] == "session_ended":
+            key = ev["session"]
+            self.sessions.pop(key, None)
+            self.approvals.end_session(key)
+            for scope in [s for s in self.taint if _scope_session(s) == key]:
+                self._drop_if_spent(scope)
+        elif ev["ev"] == "taint_expired":
+            index = self.taint.get(ev["scope"])
+            if index is not None:
+                index.expire_before(ev["before"])
+                self._drop_if_spent(ev["scope"])
         else:
             self.approvals.apply(ev)
 
@@ -176,6 +189,37 @@ class Engine:
         out.extend(BlindEvent(ev="blind", scope=scope) for scope in sorted(self.blind))
         out.extend(self.approvals.snapshot(now))
         return out
+
+    # ---- the life of a session ----------------------------------------------------------------
+
+    def session_keys(self) -> set[str]:
+        """Sessions with state that ends with them (budgets, vouched destinations, approvals)."""
+        return set(self.sessions) | self.approvals.session_keys()
+
+    def end_session(self, key: str) -> list[Event]:
+        """The session's last shim left a grace period ago (the daemon's clock): drop what lasts a
+        session. Its taint stays for `taint_retention` (`expire_taint`): a client that resumes under
+        the same key (BOUNCER_SESSION), or `taint_scope: user`, still finds it."""
+        events: list[Event] = []
+        self._emit(events, SessionEndedEvent(ev="session_ended", session=key))
+        return events
+
+    def expire_taint(self, now: float, retention: float) -> list[Event]:
+        """Forget taint first seen more than `retention` seconds before `now`, in every scope."""
+        cutoff = now - retention
+        events: list[Event] = []
+        for scope in [s for s, index in self.taint.items() if index.oldest < cutoff]:
+            self._emit(events, TaintExpiredEvent(ev="taint_expired", scope=scope, before=cutoff))
+        return events
+
+    def _drop_if_spent(self, scope: str) -> None:
+        """A scope whose session ended and whose taint all expired is forgotten whole (its blind mark
+        with it: the outputs it was about are past retention too)."""
+        index = self.taint.get(scope)
+        if index is None or len(index) or index.evicted or _scope_session(scope) in self.session_keys():
+            return
+        del self.taint[scope]
+        self.blind.discard(scope)
 
     def session(self, key: str) -> SessionState:
         state = self.sessions.get(key)
@@ -574,6 +618,11 @@ class Engine:
             destination=verdict.destination,
             parameter=verdict.parameter,
         )
+
+
+def _scope_session(scope: str) -> str | None:
+    """The session a taint scope belongs to (None for the user scope)."""
+    return None if scope == USER_SCOPE else scope.split("\x00", 1)[0]
 
 
 def _names_a_network_host(uri: str) -> bool:

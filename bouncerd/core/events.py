@@ -76,6 +76,22 @@ class VouchEvent(TypedDict):
     keys: list[str]
 
 
+class SessionEndedEvent(TypedDict):
+    """A session's last shim left a grace period ago: its budgets, vouched destinations and approvals
+    are dropped; its taint stays until `taint_retention` (TaintExpiredEvent)."""
+
+    ev: Literal["session_ended"]
+    session: str
+
+
+class TaintExpiredEvent(TypedDict):
+    """Taint of `scope` first seen before `before` is forgotten (`taint_retention`)."""
+
+    ev: Literal["taint_expired"]
+    scope: str
+    before: float
+
+
 class ApprovalPendingEvent(TypedDict):
     ev: Literal["approval_pending"]
     code: str
@@ -131,6 +147,8 @@ ApprovalEvent = (
 )
 EngineEvent = (
     PinEvent
+    | SessionEndedEvent
+    | TaintExpiredEvent
     | UnpinEvent
     | PinWindowEvent
     | TaintEvent

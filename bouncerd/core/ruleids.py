@@ -43,6 +43,7 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
         "pins": "`bouncerctl pins accept`",
         "vouch": "the UserPromptSubmit hook: destinations you typed",
         "audit": "the audit log writer itself",
+        "session": "the daemon, when a session ends and is archived",
         "resource": "reserved: resources/read and resource templates",
         "prompt": "reserved: prompts/get",
         "completion": "reserved: completion/complete",
@@ -368,6 +369,13 @@ _TABLE = (
         "—",
     ),
     _row("policy.reloaded", EVENT, "the daemon loaded the policy again", _NONE, "—"),
+    _row(
+        "session.ended",
+        EVENT,
+        "a session's last shim left a grace period ago; it was archived (its taint kept for taint_retention)",
+        _NONE,
+        "—",
+    ),
     _row(
         "policy.reload_failed",
         EVENT,

@@ -21,6 +21,13 @@ than it would copy, and at least twice the last snapshot (so a large state is no
 every append), it is replaced by the engine's snapshot plus what the observation index still needs.
 The cost of compaction is thus always proportional to what it reclaims. Compaction runs on the event loop and
 fsyncs; it also runs at a clean shutdown (`close`).
+
+Sessions end (`sweep`, every `sweep_interval`): a session whose last shim left `SESSION_GRACE_SECONDS`
+ago is archived: the engine drops what lasts a session (budgets, vouched destinations, approvals),
+its taint stays until `taint_retention` (which `sweep` enforces for every scope), the audit log gets
+a `session.ended` record with what it did, and the journal is compacted once a rewrite would drop more
+than `ARCHIVE_COMPACT_MIN_BYTES` and than it keeps. So memory and the journal hold the live sessions
+and the taint within retention, not every client run since the daemon was installed.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import Loaded, PolicyState, realpath
 from bouncerd.server.questions import Wording
-from bouncerd.server.sessions import Registry
+from bouncerd.server.sessions import Registry, Session, grace_seconds
 
 log = logging.getLogger("bouncerd")
 
@@ -71,6 +78,13 @@ SNAPSHOT_EVENTS_PER_FRAME = 256
 # Reads of policy.yaml one reload makes in a worker thread before it reads on the event loop instead:
 # a read is redone only when an "always" answer rewrote the file meanwhile, which a person does rarely.
 MAX_RELOAD_READS = 3
+
+# After archiving, compact once a rewrite would drop this much (and more than it keeps): below it the
+# rewrite's fsync costs more than the bytes are worth; above it a day of client runs is reclaimed.
+ARCHIVE_COMPACT_MIN_BYTES = 256 * 1024
+
+# Sessions are checked for their end this often at most; a shorter grace period checks sooner.
+MAX_SWEEP_SECONDS = 60.0
 
 # After accept() fails (out of file descriptors, usually), wait this long before trying again, so
 # the loop does not spin while connections close and free descriptors.
@@ -106,6 +120,8 @@ class Daemon:
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
         self._compact_floor = COMPACT_AFTER_BYTES
+        self._kept_bytes = 0  # what the last compaction kept
+        self.session_grace = grace_seconds(os.environ)
 
     def _async_handler_table(self) -> dict[str, AsyncHandler]:
         """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
@@ -143,6 +159,7 @@ class Daemon:
         journal, recovery = Journal.open(journal_path, daemon._replay)
         daemon._journal = journal
         daemon.observations.replay_done()
+        daemon.registry.adopt(daemon.engine.session_keys(), now)
         (log.warning if recovery.torn_bytes else log.info)("%s", recovery.describe())
         if daemon.observations.queued:
             log.info("journal: %d observations to index again", daemon.observations.queued)
@@ -220,9 +237,8 @@ class Daemon:
         except (OSError, ProtocolError) as exc:
             log.error("journal: compaction failed, keeping the journal as it is: %s", exc)
             return
-        self._compact_floor = max(
-            COMPACT_AFTER_BYTES, 2 * (self.journal.size - self.observations.queued_bytes)
-        )
+        self._kept_bytes = self.journal.size - self.observations.queued_bytes
+        self._compact_floor = max(COMPACT_AFTER_BYTES, 2 * self._kept_bytes)
         log.info("journal: compacted to %d bytes", self.journal.size)
 
     def _snapshot_entries(self) -> Iterator[Entry]:
@@ -230,6 +246,53 @@ class Daemon:
         for i in range(0, len(events), SNAPSHOT_EVENTS_PER_FRAME):
             yield {"k": "events", "events": events[i : i + SNAPSHOT_EVENTS_PER_FRAME]}
         yield from self.observations.snapshot_entries()
+
+    # ---- the end of sessions ------------------------------------------------------------------
+
+    @property
+    def sweep_interval(self) -> float:
+        return min(MAX_SWEEP_SECONDS, max(0.05, self.session_grace / 4))
+
+    def sweep(self, now: float) -> None:
+        """Archive sessions idle past the grace period, expire taint past retention, compact if it pays."""
+        ended = self.registry.ended(now, self.session_grace)
+        events: list[EngineEvent] = []
+        for session in ended:
+            events.extend(self.engine.end_session(session.key))
+        events.extend(self.engine.expire_taint(now, self.policy.base.settings.taint_retention))
+        if not events:
+            return
+        self._journal_events(events)
+        for session in ended:
+            self.observations.forget(session.instances)
+            self.registry.remove(session.key)
+            self.audit.append(self._ended_record(session), now)
+        reclaimable = self.journal.size - self.observations.queued_bytes
+        if reclaimable > max(ARCHIVE_COMPACT_MIN_BYTES, 2 * self._kept_bytes):
+            self.compact()
+
+    def _ended_record(self, session: Session) -> dict[str, Any]:
+        counts = ", ".join(f"{session.counts.get(k, 0)} {k}" for k in ("allow", "deny", "ask"))
+        servers = ", ".join(sorted({s.identity.name for s in session.servers.values()})) or "none"
+        return {
+            "session": session.key,
+            "client": session.client.name,
+            "rule": "session.ended",
+            "verdict": None,
+            "reason": (
+                f"session ended {self.session_grace:g}s after its last shim left and was archived "
+                f"(servers: {servers}; verdicts since the daemon started: {counts}); its taint is kept "
+                f"for the policy's taint_retention"
+            ),
+        }
+
+    async def _sweep_sessions(self) -> None:
+        while True:
+            await anyio.sleep(self.sweep_interval)
+            try:
+                self.sweep(time.time())
+            except (OSError, ProtocolError) as exc:  # the disk refused: try again at the next sweep
+                log.error("sessions: archiving failed, retrying later: %s", exc)
 
     # ---- serving ------------------------------------------------------------------------------
 
@@ -240,6 +303,7 @@ class Daemon:
             await tg.start(self._watch_signals, tg)
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
+            tg.start_soon(self._sweep_sessions)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
             while True:
                 try:
@@ -281,7 +345,7 @@ class Daemon:
             except Exception:  # a bug must cost one connection, not the daemon
                 log.exception("connection from pid %s failed", cred.pid)
             finally:
-                self.registry.disconnect(conn.caller.server)
+                self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -322,7 +386,12 @@ class Daemon:
         if session:
             identity = ServerIdentity(server, tuple(upstream)) if server else None
             caller.session, caller.server = self.registry.connect(
-                session, identity, shim_pid=msg.get("pid"), client_pid=msg.get("client_pid"), now=time.time()
+                session,
+                identity,
+                shim_pid=msg.get("pid"),
+                client_pid=msg.get("client_pid"),
+                now=time.time(),
+                instance=caller.instance,
             )
         reply = wire.reply(
             rid, daemon_pid=os.getpid(), version=wire.PROTOCOL_VERSION, daemon_version=__version__
