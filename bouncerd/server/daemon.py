@@ -12,8 +12,8 @@ the collaborators it uses, never the daemon. The op methods are synchronous: the
 the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events with one write, audit,
 and return the reply. Every verdict is made in `bouncerd/core`; this module is plumbing.
 
-Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a
-slice of a snapshot). Observation entries belong to `bouncerd/server/observations.py`.
+Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a slice
+of a snapshot). Observation entries belong to `bouncerd/server/observations.py`.
 
 Compaction: once the journal holds more than `COMPACT_AFTER_BYTES` that a rewrite would drop (its
 size less the raw observations still waiting to be indexed, which a rewrite must copy), and more
@@ -22,12 +22,11 @@ every append), it is replaced by the engine's snapshot plus what the observation
 The cost of compaction is thus always proportional to what it reclaims. Compaction runs on the event loop and
 fsyncs; it also runs at a clean shutdown (`close`).
 
-Sessions end (`sweep`, every `sweep_interval`): a session whose last shim left `SESSION_GRACE_SECONDS`
-ago is archived: the engine drops what lasts a session (budgets, vouched destinations, approvals),
-its taint stays until `taint_retention` (which `sweep` enforces for every scope), the audit log gets
-a `session.ended` record with what it did, and the journal is compacted once a rewrite would drop more
-than `ARCHIVE_COMPACT_MIN_BYTES` and than it keeps. So memory and the journal hold the live sessions
-and the taint within retention, not every client run since the daemon was installed.
+Sessions end (`sweep`, every `sessions.sweep_interval`): one whose last shim left the grace period
+ago is archived (bouncerd/server/sessions.py): the engine drops what lasts a session, its taint stays
+for `taint_retention` (enforced here for every scope), the audit log gets a `session.ended` record,
+and the journal is compacted once a rewrite would drop more than `ARCHIVE_COMPACT_MIN_BYTES` and
+than it keeps: memory and the journal hold the live sessions and the taint within retention.
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.to_thread
 
 from bouncerd import __version__, wire
 from bouncerd.core.approvals import arguments_digest
@@ -61,9 +59,9 @@ from bouncerd.server.caller import AsyncHandler, Caller, Handler
 from bouncerd.server.connection import Connection
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
-from bouncerd.server.policies import Loaded, PolicyState, realpath
+from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
-from bouncerd.server.sessions import Registry, Session, grace_seconds
+from bouncerd.server.sessions import Registry, grace_seconds, sweep_interval
 
 log = logging.getLogger("bouncerd")
 
@@ -75,16 +73,9 @@ COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 # the wire's MAX_FRAME_BYTES.
 SNAPSHOT_EVENTS_PER_FRAME = 256
 
-# Reads of policy.yaml one reload makes in a worker thread before it reads on the event loop instead:
-# a read is redone only when an "always" answer rewrote the file meanwhile, which a person does rarely.
-MAX_RELOAD_READS = 3
-
 # After archiving, compact once a rewrite would drop this much (and more than it keeps): below it the
 # rewrite's fsync costs more than the bytes are worth; above it a day of client runs is reclaimed.
 ARCHIVE_COMPACT_MIN_BYTES = 256 * 1024
-
-# Sessions are checked for their end this often at most; a shorter grace period checks sooner.
-MAX_SWEEP_SECONDS = 60.0
 
 # After accept() fails (out of file descriptors, usually), wait this long before trying again, so
 # the loop does not spin while connections close and free descriptors.
@@ -116,7 +107,7 @@ class Daemon:
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
         self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
-        self._reload_lock = anyio.Lock()
+        self.reloader = Reloader(self.policy, self.engine.set_policy, self._audit_append)
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
         self._compact_floor = COMPACT_AFTER_BYTES
@@ -140,7 +131,7 @@ class Daemon:
             "observe_text": self.hook_ops.observe_text,
             "check_builtin": self.hook_ops.check_builtin,
             "status": self.status,
-            "ping": _ping,
+            "ping": lambda caller, rid, msg: wire.reply(rid),
             "pins": self.pins,
             "pins_accept": self.pins_accept,
             "pending": self.approvals.pending,
@@ -153,7 +144,7 @@ class Daemon:
     @classmethod
     def start(cls, paths: Paths, socket_path: str, *, expected_uid: int, now: float) -> Daemon:
         daemon = cls(paths, socket_path, expected_uid=expected_uid, now=now)
-        daemon.policy = PolicyState.load(paths.policy, now)  # a bad policy.yaml stops the start here
+        daemon.policy.commit(daemon.policy.read(), now)  # a bad policy.yaml stops the start here
         daemon.engine.set_policy(daemon.policy.base)
         journal_path = paths.state / JOURNAL_NAME
         journal, recovery = Journal.open(journal_path, daemon._replay)
@@ -249,10 +240,6 @@ class Daemon:
 
     # ---- the end of sessions ------------------------------------------------------------------
 
-    @property
-    def sweep_interval(self) -> float:
-        return min(MAX_SWEEP_SECONDS, max(0.05, self.session_grace / 4))
-
     def sweep(self, now: float) -> None:
         """Archive sessions idle past the grace period, expire taint past retention, compact if it pays."""
         ended = self.registry.ended(now, self.session_grace)
@@ -266,29 +253,14 @@ class Daemon:
         for session in ended:
             self.observations.forget(session.instances)
             self.registry.remove(session.key)
-            self.audit.append(self._ended_record(session), now)
+            self.audit.append(session.ended_record(self.session_grace), now)
         reclaimable = self.journal.size - self.observations.queued_bytes
         if reclaimable > max(ARCHIVE_COMPACT_MIN_BYTES, 2 * self._kept_bytes):
             self.compact()
 
-    def _ended_record(self, session: Session) -> dict[str, Any]:
-        counts = ", ".join(f"{session.counts.get(k, 0)} {k}" for k in ("allow", "deny", "ask"))
-        servers = ", ".join(sorted({s.identity.name for s in session.servers.values()})) or "none"
-        return {
-            "session": session.key,
-            "client": session.client.name,
-            "rule": "session.ended",
-            "verdict": None,
-            "reason": (
-                f"session ended {self.session_grace:g}s after its last shim left and was archived "
-                f"(servers: {servers}; verdicts since the daemon started: {counts}); its taint is kept "
-                f"for the policy's taint_retention"
-            ),
-        }
-
     async def _sweep_sessions(self) -> None:
         while True:
-            await anyio.sleep(self.sweep_interval)
+            await anyio.sleep(sweep_interval(self.session_grace))
             try:
                 self.sweep(time.time())
             except (OSError, ProtocolError) as exc:  # the disk refused: try again at the next sweep
@@ -321,7 +293,7 @@ class Daemon:
             task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
-                    tg.start_soon(self.reload_async)
+                    tg.start_soon(self.reloader.reload, time.time)
                     continue
                 log.info("%s: shutting down", signal.Signals(signum).name)
                 tg.cancel_scope.cancel()
@@ -503,49 +475,10 @@ class Daemon:
 
     def reload(self) -> str | None:
         """Reload policy.yaml here and now (an "always" answer that edited it). None, or why not."""
-        now = time.time()
-        try:
-            loaded = self.policy.read()
-        except Exception as exc:  # any failure keeps the last good policy, and says so
-            return self._reload_failed(exc, now)
-        self._commit(loaded, now)
-        return None
-
-    async def reload_async(self) -> str | None:
-        """Reload policy.yaml off the event loop (SIGHUP, `bouncerctl reload`): the file is parsed and
-        merged in a worker thread while verdicts go on with the policy in force, then swapped in
-        whole. Reloads run one at a time; a read that a synchronous reload overtook is read again."""
-        async with self._reload_lock:
-            for _ in range(MAX_RELOAD_READS):
-                generation = self.policy.generation
-                try:
-                    loaded = await anyio.to_thread.run_sync(self.policy.read)
-                except Exception as exc:  # as in `reload`
-                    return self._reload_failed(exc, time.time())
-                if self.policy.generation == generation:
-                    self._commit(loaded, time.time())
-                    return None
-            return self.reload()  # overtaken every time: read it on the loop, so the newest wins
-
-    def _commit(self, loaded: Loaded, now: float) -> None:
-        self.policy.commit(loaded, now)
-        self.engine.set_policy(self.policy.base)
-        log.info("reload: policy loaded from %s", self.policy.user_path)
-        self.audit.append(
-            {"rule": "policy.reloaded", "reason": f"policy loaded from {self.policy.user_path}"}, now
-        )
-
-    def _reload_failed(self, exc: BaseException, now: float) -> str:
-        error = self.policy.fail(exc, now)
-        log.error("reload failed, the policy loaded before stays in force: %s", error)
-        self.audit.append(
-            {"rule": "policy.reload_failed", "reason": f"{error}; the policy loaded before stays in force"},
-            now,
-        )
-        return error
+        return self.reloader.reload_now(time.time())
 
     async def reload_op(self, caller: Caller, rid: int, msg: wire.ReloadRequest) -> dict[str, Any]:
-        return wire.reply(rid, error=await self.reload_async())
+        return wire.reply(rid, error=await self.reloader.reload(time.time))
 
     def pins(self, caller: Caller, rid: int, msg: wire.PinsRequest) -> dict[str, Any]:
         servers = []
@@ -652,10 +585,6 @@ class Daemon:
             "records": self.audit.records,  # audit records written since this daemon started
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
-
-
-def _ping(caller: Caller, rid: int, msg: wire.PingRequest) -> dict[str, Any]:
-    return wire.reply(rid)
 
 
 def socket_display_path(sock: socket.socket, fallback: Path) -> str:

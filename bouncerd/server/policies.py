@@ -21,18 +21,29 @@ engine's rule cache).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import anyio
+import anyio.to_thread
 
 from bouncerd.core.policy import Policy, PolicyFile, merge
 from bouncerd.errors import PolicyError
 from bouncerd.policyfiles import MAX_POLICY_BYTES as MAX_POLICY_BYTES  # allowlist.py reads it here
 from bouncerd.policyfiles import read_policy
 
+log = logging.getLogger("bouncerd")
+
 _Stamp = tuple[str, int, int]  # path, size, mtime_ns
+
+# Reads of policy.yaml one reload makes in a worker thread before it reads on the event loop instead:
+# a read is redone only when an "always" answer rewrote the file meanwhile, which a person does rarely.
+MAX_RELOAD_READS = 3
 
 
 @dataclass(frozen=True)
@@ -93,13 +104,6 @@ class PolicyState:
     failure: ReloadFailure | None = None
     generation: int = 0  # how many times a policy was committed; a read that saw an older one is stale
     _layered: dict[tuple[_Stamp, _Stamp], Policy] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, user_path: Path, now: float) -> PolicyState:
-        """The daemon's start: a bad user policy raises PolicyError (the daemon refuses to start)."""
-        state = cls(user_path)
-        state.commit(state.read(), now)
-        return state
 
     @property
     def reload_error(self) -> str | None:
@@ -165,6 +169,62 @@ class PolicyState:
                 "on_tainted_identity": self.base.settings.on_tainted_identity,
             },
         }
+
+
+class Reloader:
+    """Reloads of the user's policy.yaml: read, then put in force whole (`PolicyState.commit`, then
+    `put_in_force` for the engine), or recorded as failed; audited either way. `reload` reads in a
+    worker thread (SIGHUP, `bouncerctl reload`): verdicts go on with the policy in force meanwhile.
+    Reloads run one at a time; a read that a synchronous `reload_now` overtook is read again."""
+
+    def __init__(
+        self,
+        state: PolicyState,
+        put_in_force: Callable[[Policy], None],
+        audit: Callable[[dict[str, Any], float], None],
+    ) -> None:
+        self.state = state
+        self._put_in_force = put_in_force
+        self._audit = audit
+        self._lock: anyio.Lock | None = None  # made on the event loop, at the first reload
+
+    def reload_now(self, now: float) -> str | None:
+        """Read and commit on the calling thread (an "always" answer that just edited the file)."""
+        try:
+            loaded = self.state.read()
+        except Exception as exc:  # any failure keeps the last good policy, and says so
+            return self._failed(exc, now)
+        self._commit(loaded, now)
+        return None
+
+    async def reload(self, clock: Callable[[], float]) -> str | None:
+        """Read in a worker thread, then commit on the event loop. None, or why the reload failed."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            for _ in range(MAX_RELOAD_READS):
+                generation = self.state.generation
+                try:
+                    loaded = await anyio.to_thread.run_sync(self.state.read)
+                except Exception as exc:  # as in `reload_now`
+                    return self._failed(exc, clock())
+                if self.state.generation == generation:
+                    self._commit(loaded, clock())
+                    return None
+            return self.reload_now(clock())  # overtaken every time: read on the loop, the newest wins
+
+    def _commit(self, loaded: Loaded, now: float) -> None:
+        self.state.commit(loaded, now)
+        self._put_in_force(self.state.base)
+        log.info("reload: policy loaded from %s", self.state.user_path)
+        self._audit({"rule": "policy.reloaded", "reason": f"policy loaded from {self.state.user_path}"}, now)
+
+    def _failed(self, exc: BaseException, now: float) -> str:
+        error = self.state.fail(exc, now)
+        log.error("reload failed, the policy loaded before stays in force: %s", error)
+        reason = f"{error}; the policy loaded before stays in force"
+        self._audit({"rule": "policy.reload_failed", "reason": reason}, now)
+        return error
 
 
 def realpath(path: str) -> str:

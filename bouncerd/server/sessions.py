@@ -33,6 +33,14 @@ SESSION_GRACE_SECONDS = 600.0
 # An override longer than this is a typo: a session that outlives its client by a day is a leak.
 MAX_SESSION_GRACE_SECONDS = 86400.0
 GRACE_VARIABLE = "BOUNCER_SESSION_GRACE_SECONDS"
+# Sessions are checked for their end this often at most; a shorter grace period checks sooner, a
+# quarter of it, so a session ends at most a quarter late.
+MAX_SWEEP_SECONDS = 60.0
+MIN_SWEEP_SECONDS = 0.05
+
+
+def sweep_interval(grace: float) -> float:
+    return min(MAX_SWEEP_SECONDS, max(MIN_SWEEP_SECONDS, grace / 4))
 
 
 def grace_seconds(environ: Mapping[str, str]) -> float:
@@ -100,6 +108,22 @@ class Session:
     @property
     def connections(self) -> int:
         return sum(s.connections for s in self.servers.values())
+
+    def ended_record(self, grace: float) -> dict[str, Any]:
+        """The audit record of its end: what the session was, before its state is dropped."""
+        counts = ", ".join(f"{self.counts.get(k, 0)} {k}" for k in ("allow", "deny", "ask"))
+        servers = ", ".join(sorted({s.identity.name for s in self.servers.values()})) or "none"
+        return {
+            "session": self.key,
+            "client": self.client.name,
+            "rule": "session.ended",
+            "verdict": None,
+            "reason": (
+                f"session ended {grace:g}s after its last shim left and was archived (servers: "
+                f"{servers}; verdicts since the daemon started: {counts}); its taint is kept for the "
+                f"policy's taint_retention"
+            ),
+        }
 
     def public(self) -> dict[str, Any]:
         return {
