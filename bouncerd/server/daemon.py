@@ -25,8 +25,8 @@ fsyncs; it also runs at a clean shutdown (`close`).
 Sessions end (`sweep`, every `sessions.sweep_interval`): one whose last shim left the grace period
 ago is archived (bouncerd/server/sessions.py): the engine drops what lasts a session, its taint stays
 for `taint_retention` (enforced here for every scope), the audit log gets a `session.ended` record,
-and the journal is compacted once a rewrite would drop more than `ARCHIVE_COMPACT_MIN_BYTES` and
-than it keeps: memory and the journal hold the live sessions and the taint within retention.
+and the journal is compacted once a rewrite would drop more than `ARCHIVE_COMPACT_MIN_BYTES` (and twice
+what it keeps, unless no client is left): memory and the journal hold the live state only.
 """
 
 from __future__ import annotations
@@ -73,9 +73,10 @@ COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 # the wire's MAX_FRAME_BYTES.
 SNAPSHOT_EVENTS_PER_FRAME = 256
 
-# After archiving, compact once a rewrite would drop this much (and more than it keeps): below it the
-# rewrite's fsync costs more than the bytes are worth; above it a day of client runs is reclaimed.
-ARCHIVE_COMPACT_MIN_BYTES = 256 * 1024
+# After archiving, compact once a rewrite would drop this much (and, while a client is connected, twice
+# what it keeps): below it the rewrite's fsync costs more than the bytes are worth; a few client runs
+# write more.
+ARCHIVE_COMPACT_MIN_BYTES = 64 * 1024
 
 # After accept() fails (out of file descriptors, usually), wait this long before trying again, so
 # the loop does not spin while connections close and free descriptors.
@@ -255,8 +256,9 @@ class Daemon:
             self.registry.remove(session.key)
             self.audit.append(session.ended_record(self.session_grace), now)
         reclaimable = self.journal.size - self.observations.queued_bytes
-        if reclaimable > max(ARCHIVE_COMPACT_MIN_BYTES, 2 * self._kept_bytes):
-            self.compact()
+        idle = not any(s.connections for s in self.registry.sessions.values())
+        if reclaimable > ARCHIVE_COMPACT_MIN_BYTES and (idle or reclaimable > 2 * self._kept_bytes):
+            self.compact()  # when it pays, or when the last client has gone (a rewrite then costs no one)
 
     async def _sweep_sessions(self) -> None:
         while True:
