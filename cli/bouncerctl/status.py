@@ -24,7 +24,7 @@ from typing import Any
 import click
 
 from bouncerctl import term
-from bouncerctl.common import DaemonNotRunning, RequestFailed, connect
+from bouncerctl.common import DaemonNotRunning, RequestFailed, connect, local_clock
 from bouncerd import wire
 from bouncerd.client import Client
 from bouncerd.errors import DaemonRequestError, DaemonUnavailableError
@@ -149,6 +149,9 @@ def _policy_rows(policy: Any) -> list[list[str]]:
         error = str(policy.get("reload_error") or "").splitlines()
         state = term.style("RELOAD FAILED", fg="red", bold=True) + ", the earlier policy is still in force: "
         state += error[0] if error else "?"
+        failed_at = (policy.get("reload_failure") or {}).get("at")
+        if isinstance(failed_at, int | float):
+            state += f" (at {local_clock(failed_at)})"
     else:
         state = "loaded"
     settings = policy.get("settings") or {}

@@ -215,3 +215,18 @@ def test_status_lists_the_sessions_of_a_client_that_strips_the_environment() -> 
     assert done.returncode == 0, done.stderr
     assert {s["key"] for s in json.loads(done.stdout)["sessions"]} == {"proc:claude", "proc:codex"}
     assert set(carried) == {"XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME"}
+
+
+def test_status_text_after_a_failed_reload_says_the_earlier_policy_serves_and_when_it_failed(
+    daemon: Any,
+) -> None:
+    """After a failed reload, status once still read [loaded] with no failure note."""
+    daemon.paths.config.mkdir(parents=True, exist_ok=True)
+    daemon.paths.policy.write_text('tools:\n  send_email:\n    max_calls: "1"\n')
+    with Client.connect(daemon.paths, role="ctl") as ctl:
+        assert ctl.request("reload")["error"]
+    done = _ctl(daemon.env, "status")
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("policy")]
+    assert "[loaded]" not in line and "RELOAD FAILED, the earlier policy is still in force" in line
+    assert "policy.yaml:3: tools.send_email.max_calls" in line and " UTC)" in line
