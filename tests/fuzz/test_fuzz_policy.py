@@ -11,7 +11,9 @@ and a loaded file also merges with the built-in packs (the daemon's next step) w
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,9 @@ FILENAME = "/fuzz/policy.yaml"
 # "/fuzz/policy.yaml:LINE: ..." for every error load_policy raises.
 NAMED = re.compile(re.escape(FILENAME) + r":\d+: ")
 EXAMPLES = 400
+# A bound, not an expectation: opening a FIFO without O_NONBLOCK waits forever; this turns that into
+# a failure instead of a hung suite.
+BOUND_SECONDS = 10.0
 
 TOP = ["version", "taint_scope", "taint_retention", "approval_timeout", "audit_arguments",
        "on_tainted_identity", "packs", "tools", "servers"]  # fmt: skip
@@ -195,3 +200,31 @@ def test_an_impossible_date_is_a_policy_error_not_a_valueerror_traceback() -> No
         load_policy("2001-13-45: 1\n", FILENAME)
     with pytest.raises(PolicyError, match=r"policy.yaml:3: tools.t.sink_params\[0\]: cannot read"):
         load_policy("tools:\n  t:\n    sink_params: [2001-02-30]\n", FILENAME)
+
+
+def test_a_policy_path_naming_a_device_is_a_policy_error_not_an_endless_read(tmp_path: Path) -> None:
+    # /dev/zero reports size 0, so the size check passed and the read never ended: a shim's
+    # `--policy /dev/zero` held the daemon's loop (and its memory) for good. /dev/null shows the check.
+    with pytest.raises(PolicyError, match=r"^/dev/null: not a regular file"):
+        read_policy(Path("/dev/null"))
+
+
+def test_a_policy_path_naming_a_fifo_is_a_policy_error_not_a_wait_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "policy.yaml"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            read_policy(fifo)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(BOUND_SECONDS)
+    if not outcome:  # unblock the reader (open for writing lets its open return), then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("read_policy waited on a FIFO for a writer")
+    assert isinstance(outcome[0], PolicyError) and "not a regular file" in str(outcome[0])
