@@ -88,8 +88,9 @@ tools:
 """
 
 # The mix of calls, as weights. Mostly allowed traffic (what a client does all day); enough must-deny
-# calls that a gate failing 1 in 1000 shows; upstream faults rare enough that the run is mostly calls
-# (each `die` costs a new shim and server, about half a second of CPU).
+# calls that a gate failing 1 in 1000 shows; upstream faults rare enough that the run is mostly calls.
+# Server deaths are rarest (a handful a run): each one brings a new shim, and a new shim may autostart
+# a daemon at once, so frequent deaths would hide how long the long-lived shims stay refused.
 MIX = {
     "echo": 80,
     "send_trusted": 3,
@@ -98,7 +99,7 @@ MIX = {
     "write_outside": 5,
     "garbage": 2,
     "slow": 1.5,
-    "die": 0.25,
+    "die": 0.02,
 }
 MUST_DENY = frozenset({"send_attacker", "write_outside"})
 SLOW_MS = (20, 400)  # a slow server, not a hung one
@@ -208,8 +209,11 @@ class Shim:
 
 
 class Campaign:
-    def __init__(self, home: Path, clients: int, calls: int, kills: int, seed: int) -> None:
+    def __init__(
+        self, home: Path, clients: int, calls: int, kills: int, seed: int, die_weight: float
+    ) -> None:
         self.home = home
+        self.die_weight = die_weight
         self.clients = clients
         self.calls = calls
         self.kills = kills
@@ -228,7 +232,8 @@ class Campaign:
     def client(self, index: int) -> None:
         rnd = random.Random(self.seed * 1000 + index)
         stats = self.stats[index]
-        kinds, weights = list(MIX), list(MIX.values())
+        mix = {**MIX, "die": self.die_weight}
+        kinds, weights = list(mix), list(mix.values())
         shim = self._start(index, stats)
         refused_since: float | None = None
         n = 0
@@ -575,7 +580,7 @@ def run_campaign(args: argparse.Namespace) -> int:
             f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs; home {home}",
             flush=True,
         )
-        c = Campaign(home, args.clients, args.calls, args.kills, args.seed)
+        c = Campaign(home, args.clients, args.calls, args.kills, args.seed, args.die_weight)
         threads = [threading.Thread(target=c.client, args=(i,), daemon=True) for i in range(args.clients)]
         for t in threads:
             t.start()
@@ -648,6 +653,12 @@ def main() -> int:
     )
     parser.add_argument("--kills", type=int, default=3, help="SIGKILLs of bouncerd (default 3)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--die-weight",
+        type=float,
+        default=MIX["die"],
+        help=f"weight of server deaths in the mix (default {MIX['die']})",
+    )
     parser.add_argument("--quick", action="store_true", help="4 shims, 2,000 calls, 1 kill")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home (logs, audit)")
     parser.add_argument(
