@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _counts import COUNTS
+from _counts import COUNTS, TESTS
 
 from bouncerd.client import Client
 from bouncerd.errors import DaemonUnavailableError
@@ -98,14 +98,25 @@ def fuzz_home() -> Iterator[Path]:
         shutil.rmtree(home, ignore_errors=True)
 
 
+FAILED: set[str] = set()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.failed:
+        FAILED.add(report.nodeid)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not COUNTS:
         return
     terminalreporter.write_sep("-", "fuzz examples per target")
+    rows = []
     for target, n in sorted(COUNTS.items()):
-        terminalreporter.write_line(f"{target}: {n} examples")
+        crashes = sum(1 for test in TESTS.get(target, ()) if test in FAILED)
+        rows.append({"target": target, "examples": n, "crashes": crashes})
+        terminalreporter.write_line(f"{target}: {n} examples, {crashes} crashes")
     out = os.environ.get("BOUNCER_FUZZ_COUNTS")
     if out:
         with open(out, "a", encoding="utf-8") as f:
-            for target, n in sorted(COUNTS.items()):
-                f.write(json.dumps({"target": target, "examples": n}) + "\n")
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
