@@ -208,6 +208,7 @@ def exchange(daemon: FuzzDaemon, frames: list[dict[str, Any]]) -> list[dict[str,
                     return replies
 
 
+@pytest.mark.e2e
 @settings(max_examples=LIVE_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(hello=hellos(), ops=st.lists(st.integers(1, 10**6).flatmap(op_frames), min_size=1, max_size=3))
 def test_live_daemon_answers_any_op_frame_with_a_reply_or_ends_the_connection_never_a_traceback(

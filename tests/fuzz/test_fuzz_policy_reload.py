@@ -30,6 +30,8 @@ from bouncerd.core.policy import builtin_packs, merge
 from bouncerd.errors import PolicyError
 from bouncerd.policyfiles import read_policy
 
+pytestmark = pytest.mark.e2e
+
 GOOD = "version: 1\ntools:\n  forbidden:\n    max_calls: 0\n"
 EXAMPLES = 40
 

@@ -27,11 +27,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _counts import ran
 from conftest import BIN, FuzzDaemon, short_home, start_daemon, stop_daemon
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonish import SENTINEL, lines
+
+pytestmark = pytest.mark.e2e
 
 UPSTREAM = Path(__file__).resolve().parent / "upstream.py"
 POLICY = "version: 1\ntools:\n  forbidden:\n    max_calls: 0\n"
