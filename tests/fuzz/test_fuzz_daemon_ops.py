@@ -21,6 +21,7 @@ import shutil
 import socket
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -32,7 +33,8 @@ from hypothesis import strategies as st
 from jsonish import lines
 
 from bouncerd import wire
-from bouncerd.errors import ProtocolError
+from bouncerd.client import Client
+from bouncerd.errors import DaemonRequestError, ProtocolError
 
 PURE_EXAMPLES = 400
 LIVE_EXAMPLES = 150
@@ -226,3 +228,23 @@ def test_live_daemon_answers_any_op_frame_with_a_reply_or_ends_the_connection_ne
             )
     assert fuzz_daemon.alive(), "the daemon stopped answering"
     assert "Traceback" not in fuzz_daemon.stderr(), fuzz_daemon.stderr()[-3000:]
+
+
+@pytest.mark.e2e
+def test_a_shim_whose_policy_path_is_a_fifo_is_refused_not_left_holding_the_daemon(
+    fuzz_daemon: FuzzDaemon, tmp_path: Path
+) -> None:
+    # Before: the daemon opened the FIFO for reading in its event loop and waited for a writer,
+    # answering nobody (and `/dev/zero` was read without end). Found writing this file's fuzzing.
+    fifo = tmp_path / "policy.yaml"
+    os.mkfifo(fifo)
+    hello = {
+        "session": "fifo",
+        "server": "srv",
+        "upstream": ["srv"],
+        "client_pid": 1,
+        "policy_path": str(fifo),
+    }
+    with pytest.raises(DaemonRequestError, match="not a regular file"):
+        Client.connect(fuzz_daemon.socket, role="shim", timeout=10.0, **hello).close()
+    assert fuzz_daemon.alive()
