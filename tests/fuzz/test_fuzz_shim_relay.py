@@ -119,7 +119,8 @@ class Rig:
             return
         message = self.unanswered.pop(0)
         if message["op"] in ("verdict", "answer"):
-            verdict = "allow" if message.get("tool") == "safe" else "deny"
+            is_call = message.get("kind") in (None, "tool")  # other kinds carry the method as `tool`
+            verdict = "allow" if is_call and message.get("tool") == "safe" else "deny"
             if junk is not None:
                 verdict = junk
             reply = wire.reply(message["id"], verdict=verdict, rule="fuzz", reason="fuzz")
