@@ -43,6 +43,9 @@ MAX_NODES = 200_000
 # before composing: a hand-written policy nests five or six levels; 64 is far past any real one and far
 # below the interpreter's recursion limit.
 MAX_NESTING = 64
+# No setting or budget needs more than 64 bits; a larger integer (0x followed by 5000 digits is one line)
+# is refused before it is compared or printed: Python will not even format one past 4300 digits.
+MAX_INTEGER = 2**63 - 1
 _FLOW_BRACKETS = re.compile(r"[\[\]{}]")
 
 
@@ -154,6 +157,8 @@ class Doc:
             return self.loader.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
             raise self.error(node, key, f"cannot read this value: {_problem(exc)}") from None
+        except (ValueError, OverflowError) as exc:  # PyYAML's int/date constructors: 5000 digits, 2001-13-45
+            raise self.error(node, key, f"cannot read this value: {str(exc).splitlines()[0]}") from None
 
     def string(self, node: yaml.Node, key: str, choices: Iterable[str] | None = None) -> str:
         value = self.scalar(node, key)
@@ -177,6 +182,8 @@ class Doc:
         value = self.scalar(node, key)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(node, key, f"expected an integer, got {describe(self, node)}")
+        if abs(value) > MAX_INTEGER:
+            raise self.error(node, key, f"must fit in 64 bits; got {node.value[:40]}…")
         if value < minimum or (maximum is not None and value > maximum):
             bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
             raise self.error(node, key, f"must be {bound}; got {value}")
@@ -257,13 +264,13 @@ def describe(doc: Doc, node: yaml.Node) -> str:
         return "nothing (null)"
     try:
         value = doc.loader.construct_object(node, deep=True)
-    except yaml.YAMLError:
-        return f"the value {node.value!r}"
+    except (yaml.YAMLError, ValueError, OverflowError):
+        return f"the value {node.value[:80]!r}"
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if isinstance(value, str):
         return f"the string {value!r}"
-    return f"the {type(value).__name__} {node.value}"
+    return f"the {type(value).__name__} {node.value[:80]}"
 
 
 def suggest(name: str, known: Iterable[str]) -> str:
