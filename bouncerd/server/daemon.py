@@ -45,12 +45,14 @@ from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
 from bouncerd.core.model import ServerIdentity, ToolCall
 from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
+from bouncerd.managedpolicy import ManagedSource
 from bouncerd.paths import Paths
 from bouncerd.server import hooks, peer
 from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import Caller, Handler
 from bouncerd.server.connection import Connection
+from bouncerd.server.export import DROP_REPORT_SECONDS, Exporter
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, realpath
@@ -99,6 +101,7 @@ class Daemon:
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
         self._compact_floor = COMPACT_AFTER_BYTES
+        self.exporter: Exporter | None = None  # audit export (`audit_export:`), if configured
 
     def _handler_table(self) -> dict[str, Handler]:
         """Every op of `wire.OPS` but hello (which `Connection` answers first): one entry per op."""
@@ -124,9 +127,18 @@ class Daemon:
     # ---- lifecycle ----------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, paths: Paths, socket_path: str, *, expected_uid: int, now: float) -> Daemon:
+    def start(
+        cls,
+        paths: Paths,
+        socket_path: str,
+        *,
+        expected_uid: int,
+        now: float,
+        managed: ManagedSource | None = None,
+    ) -> Daemon:
         daemon = cls(paths, socket_path, expected_uid=expected_uid, now=now)
-        daemon.policy = PolicyState.load(paths.policy, now)  # a bad policy.yaml stops the start here
+        # A bad policy.yaml, an unsafe managed policy or a user policy loosening it stops the start here.
+        daemon.policy = PolicyState.load(paths.policy, now, managed)
         daemon.engine.set_policy(daemon.policy.base)
         journal_path = paths.state / JOURNAL_NAME
         journal, recovery = Journal.open(journal_path, daemon._replay)
@@ -142,6 +154,7 @@ class Daemon:
             raise
         if repair is not None:
             log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
+        daemon._configure_export()
         try:
             daemon.approvals.open(paths.state, os.environ, now)
         except BaseException:
@@ -171,6 +184,11 @@ class Daemon:
             self._journal.sync()
             self._journal.close()
             self._journal = None
+        if self.exporter is not None:
+            if self._audit is not None:
+                self.exporter.report_losses(self._audit_append, time.time())
+            self.exporter.close()
+            self.exporter = None
         if self._audit is not None:
             self._audit.close()
             self._audit = None
@@ -196,6 +214,33 @@ class Daemon:
 
     def _audit_append(self, fields: dict[str, Any], now: float) -> None:
         self.audit.append(fields, now)
+
+    def _configure_export(self) -> None:
+        """(Re)start audit export when `audit_export` changed (at start and after a reload)."""
+        config = self.policy.export_config
+        if self.exporter is not None and config == self.exporter.config:
+            return
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
+            self.audit.tap = None
+        if config is None or config.empty:
+            return
+        exporter = Exporter(config)
+        self.exporter = exporter
+
+        def tap(record: dict[str, Any], line: bytes) -> None:
+            exporter.offer(record, line)
+            exporter.report_losses(self._audit_append, time.time())
+
+        self.audit.tap = tap
+        log.info("audit export: %s (from %s)", ", ".join(c.name for c in exporter.channels), config.source)
+
+    async def _report_export_losses(self) -> None:
+        while True:
+            await anyio.sleep(DROP_REPORT_SECONDS)
+            if self.exporter is not None:
+                self.exporter.report_losses(self._audit_append, time.time())
 
     def maybe_compact(self) -> None:
         queued = self.observations.queued_bytes  # what a rewrite must copy
@@ -229,6 +274,7 @@ class Daemon:
             await tg.start(self._watch_signals, tg.cancel_scope)
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
+            tg.start_soon(self._report_export_losses)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
             while True:
                 try:
@@ -424,6 +470,7 @@ class Daemon:
         error = self.policy.reload(now)
         if error is None:
             self.engine.set_policy(self.policy.base)
+            self._configure_export()
             log.info("reload: policy loaded from %s", self.policy.user_path)
             self.audit.append(
                 {"rule": "policy.reloaded", "reason": f"policy loaded from {self.policy.user_path}"}, now
@@ -539,6 +586,7 @@ class Daemon:
             "audit": str(self.paths.audit),
             "head": self.audit.head,  # hash of the last audit record: compare with `audit verify`
             "records": self.audit.records,  # audit records written since this daemon started
+            "export": self.exporter.public() if self.exporter is not None else None,
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
 

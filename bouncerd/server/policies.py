@@ -19,8 +19,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bouncerd.core.exportconf import ExportConfig
+from bouncerd.core.managed import check_layer, managed_keys
 from bouncerd.core.policy import Policy, PolicyFile, merge
 from bouncerd.errors import PolicyError
+from bouncerd.managedpolicy import ManagedSource, read_managed
 from bouncerd.policyfiles import MAX_POLICY_BYTES as MAX_POLICY_BYTES  # allowlist.py reads it here
 from bouncerd.policyfiles import read_policy
 
@@ -44,20 +47,37 @@ class PolicyState:
     base: Policy = field(default_factory=lambda: merge([]))
     loaded_at: float = 0.0
     reload_error: str | None = None
+    managed_source: ManagedSource | None = None  # the administrator's layer, below the user's
+    managed: PolicyFile | None = None
     _layered: dict[tuple[_Stamp, _Stamp], Policy] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, user_path: Path, now: float) -> PolicyState:
-        """The daemon's start: a bad user policy raises PolicyError (the daemon refuses to start)."""
-        state = cls(user_path)
+    def load(cls, user_path: Path, now: float, managed: ManagedSource | None = None) -> PolicyState:
+        """The daemon's start: a bad user policy, an unsafe managed file or a user policy that loosens
+        the managed one raises PolicyError (the daemon refuses to start)."""
+        state = cls(user_path, managed_source=managed)
         state._load_user(now)
         return state
 
     def _load_user(self, now: float) -> None:
+        managed = read_managed(self.managed_source) if self.managed_source is not None else None
+        if managed is not None:
+            check_layer(managed, managed)  # its own trust against its own deny_trust
         user = read_policy(self.user_path) if self.user_path.exists() else None
-        base = merge([user] if user is not None else [])
-        self.user, self.base, self.loaded_at = user, base, now
+        if user is not None:
+            check_layer(managed, user)
+        base = merge([layer for layer in (managed, user) if layer is not None])
+        self.managed, self.user, self.base, self.loaded_at = managed, user, base, now
         self._layered.clear()
+
+    @property
+    def export_config(self) -> ExportConfig | None:
+        """`audit_export` in force: the managed policy's, else the user's (a user's below a managed
+        one is refused at load)."""
+        for layer in (self.managed, self.user):
+            if layer is not None and layer.audit_export is not None:
+                return layer.audit_export
+        return None
 
     def reload(self, now: float) -> str | None:
         """Reload policy.yaml; on failure keep the old policy and return the error (also kept for status)."""
@@ -79,8 +99,15 @@ class PolicyState:
         key = (_stamp(self.user_path), _stamp(path))
         cached = self._layered.get(key)
         if cached is None:
-            layers = [self.user] if self.user is not None else []
+            layers = [layer for layer in (self.managed, self.user) if layer is not None]
             shim_layer = read_policy(path)
+            if shim_layer.audit_export is not None:
+                raise PolicyError(
+                    f"{shim_layer.audit_export.source}: audit_export: belongs in the user's policy.yaml "
+                    f"({self.user_path}) or the managed policy; a shim's --policy may only hold tools, "
+                    f"servers and packs"
+                )
+            check_layer(self.managed, shim_layer)
             for setting in shim_layer.settings:
                 # Taint scope, identity handling and audit format are one daemon-wide choice: a
                 # per-server file that looked like it changed them, and did not, would mislead.
@@ -99,6 +126,9 @@ class PolicyState:
         return {
             "user_policy": str(self.user_path),
             "user_policy_present": self.user is not None,
+            "managed_policy": str(self.managed_source.path) if self.managed_source is not None else None,
+            "managed_policy_present": self.managed is not None,
+            "managed_rules": managed_keys(self.managed) if self.managed is not None else [],
             "state": "reload failed" if self.reload_error else "loaded",
             "loaded_at": self.loaded_at,
             "reload_error": self.reload_error,
