@@ -24,9 +24,13 @@ Separately, the managed `deny_trust:` lists destinations and domains that no lay
 included) may trust for any tool; a trusted domain is refused if it is, contains or lies under a
 denied one, a trusted destination if it reads as a denied one or delivers under a denied domain.
 
-Scope: a user's top-level `tools.T` applies to every server, so it is checked against the managed
-`tools.T` and against every managed `servers.S.tools.T`; a user's `servers.S.tools.T` against the
-managed `tools.T` and `servers.S.tools.T`. Keys the managed layer did not write are the user's.
+Scope: a layer's entries are checked per server, as `Policy.rule_for` would fold them: for every
+server either file has a section for (and for "any other server"), the layer's `tools.T` and
+`servers.S.tools.T` folded together against the managed `tools.T` and `servers.S.tools.T` folded
+together. So a user's top-level `tools.T` is held to a managed `servers.S.tools.T` too (it applies
+to S), unless the user's own `servers.S.tools.T` restates the key. Keys the managed layer did not
+write are the user's. Each layer is checked alone: whichever layer writes a key last, its value is
+within the bound, and lists that extend only ever add values that are each within it.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Any
 
 from bouncerd.core import canon
 from bouncerd.core.policy import TAINT_SCOPES, PolicyFile
-from bouncerd.core.rules import ToolEntry, ToolRule, resolve
+from bouncerd.core.rules import EXTENDING_LISTS, ToolEntry, ToolRule, resolve
 from bouncerd.errors import PolicyError
 
 # A user file with many loosening entries gets them all named, up to this many; past it the rest
@@ -54,26 +58,45 @@ class Bound:
     label: str  # "managed.yaml:12" (the line of the most specific managed entry)
 
 
-def _bounds(managed: PolicyFile, server: str | None, tool: str) -> Iterator[Bound]:
-    """The managed bounds a user entry for `tool` in `server` (None: every server) must respect."""
-    servers = [server] if server is not None else sorted(managed.servers)
-    scopes: list[str | None] = [None, *servers]
-    for scope in scopes:
-        entries: list[tuple[str, ToolEntry]] = []
-        if tool in managed.tools:
-            entries.append((f"{managed.filename}:{managed.tool_lines.get(tool, 1)}", managed.tools[tool]))
-        section = managed.servers.get(scope) if scope is not None else None
-        if section is not None and tool in section.tools:
-            entries.append((f"{managed.filename}:{section.tool_lines.get(tool, 1)}", section.tools[tool]))
-        elif scope is not None:
-            continue  # this server has no entry of its own: the top-level bound already covers it
-        if not entries:
-            continue
-        rule = resolve(tool, entries)
-        keys = {k for _, e in entries for k, _ in e.written()}
-        if rule.exfiltrating:
-            keys.add("exfiltrating")  # also when implied by declared sinks
-        yield Bound(rule, frozenset(keys), entries[-1][0])
+def _scoped(layer: PolicyFile, scope: str | None, tool: str) -> list[tuple[str, ToolEntry]]:
+    """The entries of `layer` that apply to `tool` on a server named `scope` (None: a server the
+    layer has no section for), lowest first, each labelled "file:line: key path"."""
+    out: list[tuple[str, ToolEntry]] = []
+    if tool in layer.tools:
+        out.append((f"{layer.filename}:{layer.tool_lines.get(tool, 1)}: tools.{tool}", layer.tools[tool]))
+    section = layer.servers.get(scope) if scope is not None else None
+    if section is not None and tool in section.tools:
+        where = f"{layer.filename}:{section.tool_lines.get(tool, 1)}: servers.{scope}.tools.{tool}"
+        out.append((where, section.tools[tool]))
+    return out
+
+
+def _bound(managed: PolicyFile, scope: str | None, tool: str) -> Bound | None:
+    entries = _scoped(managed, scope, tool)
+    if not entries:
+        return None
+    rule = resolve(tool, entries)
+    keys = {k for _, e in entries for k, _ in e.written()}
+    if rule.exfiltrating:
+        keys.add("exfiltrating")  # also when implied by declared sinks
+    return Bound(rule, frozenset(keys), entries[-1][0].rsplit(": ", 1)[0])
+
+
+def _fold(entries: list[tuple[str, ToolEntry]]) -> tuple[ToolEntry, dict[str, str]]:
+    """One layer's entries for one tool and server folded as `resolve` folds them, keeping only the
+    written keys, with the entry that last wrote each key."""
+    values: dict[str, Any] = {}
+    where: dict[str, str] = {}
+    for label, entry in entries:
+        for key, value in entry.written():
+            old = values.get(key)
+            if key in EXTENDING_LISTS and old is not None:
+                value = tuple(dict.fromkeys((*old, *value)))
+            elif key == "arg_patterns" and old is not None:
+                value = {**old, **value}
+            values[key] = value
+            where[key] = label
+    return ToolEntry(**values), where
 
 
 def _under(prefix: str, managed: str) -> bool:
@@ -171,6 +194,28 @@ def _entries(layer: PolicyFile) -> Iterator[tuple[str | None, str, int, ToolEntr
             yield server, tool, section.tool_lines.get(tool, 1), entry
 
 
+def _tool_loosenings(managed: PolicyFile, layer: PolicyFile) -> Iterator[str]:
+    """Each scope (every server either file has a section for, and "any other server") and each tool:
+    the layer's folded entries against the managed fold for the same scope."""
+    scopes: list[str | None] = [None, *sorted(set(managed.servers) | set(layer.servers))]
+    tools = sorted({t for _s, t, _l, _e in _entries(layer)})
+    for scope in scopes:
+        for tool in tools:
+            bound = _bound(managed, scope, tool)
+            mine = _scoped(layer, scope, tool)
+            if bound is None or not mine:
+                continue
+            entry, where = _fold(mine)
+            for key, what in _loosenings(entry, bound):
+                shown = (
+                    ""
+                    if scope is None or where[key].endswith(f"servers.{scope}.tools.{tool}")
+                    else (f" (on server {scope})")
+                )
+                out = f"{where[key]}.{key}: {what}{shown} ({bound.label}: {key})"
+                yield out
+
+
 def _where(server: str | None, tool: str) -> str:
     return f"tools.{tool}" if server is None else f"servers.{server}.tools.{tool}"
 
@@ -200,15 +245,15 @@ def problems(managed: PolicyFile, layer: PolicyFile) -> list[str]:
                 f"{layer.audit_export.source}: audit_export: the managed policy sets audit_export "
                 f"({managed.audit_export.source}); it cannot be replaced below it"
             )
+    if layer is not managed:
+        out.extend(_tool_loosenings(managed, layer))
     for server, tool, line, entry in _entries(layer):
-        where = f"{layer.filename}:{line}: {_where(server, tool)}"
-        if layer is not managed:
-            for bound in _bounds(managed, server, tool):
-                for key, what in _loosenings(entry, bound):
-                    out.append(f"{where}.{key}: {what} ({bound.label}: {key})")
         for key, what in _denied(managed, entry):
             line_of = managed.deny_trust.line if managed.deny_trust is not None else 1
-            out.append(f"{where}.{key}: {what} ({managed.filename}:{line_of}: deny_trust)")
+            out.append(
+                f"{layer.filename}:{line}: {_where(server, tool)}.{key}: {what} "
+                f"({managed.filename}:{line_of}: deny_trust)"
+            )
     return list(dict.fromkeys(out))
 
 
