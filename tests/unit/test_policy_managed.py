@@ -127,7 +127,9 @@ def test_user_policy_widening_a_managed_path_prefix_is_refused() -> None:
 
 def test_user_policy_with_a_sibling_prefix_sharing_the_managed_string_is_refused() -> None:
     """/srv/workshop starts with /srv/work as a string, not as a path."""
-    assert "allowed_path_prefixes" in refusal("tools:\n  write_file:\n    allowed_path_prefixes: [/srv/workshop]\n")
+    assert "allowed_path_prefixes" in refusal(
+        "tools:\n  write_file:\n    allowed_path_prefixes: [/srv/workshop]\n"
+    )
 
 
 def test_user_policy_narrowing_a_managed_path_prefix_is_allowed() -> None:
@@ -223,5 +225,7 @@ def test_no_managed_layer_checks_nothing() -> None:
 
 def test_managed_keys_name_every_managed_rule_for_status() -> None:
     keys = managed_keys(managed())
-    assert "tools.send_email.exfiltrating" in keys and "servers.crm.tools.export_contacts.exfiltrating" in keys
+    assert (
+        "tools.send_email.exfiltrating" in keys and "servers.crm.tools.export_contacts.exfiltrating" in keys
+    )
     assert "taint_scope" in keys and "deny_trust" in keys

@@ -46,7 +46,9 @@ entries = st.builds(
     trusted_domains=_subset(DOMAINS),
     write_params=_subset(("path", "dest")),
     allowed_path_prefixes=_subset(PREFIXES),
-    arg_patterns=_opt(st.dictionaries(st.sampled_from(("q", "r")), st.sampled_from(("^a", "^b")), max_size=2)),
+    arg_patterns=_opt(
+        st.dictionaries(st.sampled_from(("q", "r")), st.sampled_from(("^a", "^b")), max_size=2)
+    ),
     max_calls=_opt(st.integers(0, 6)),
     on_tainted=_opt(st.sampled_from(("deny", "ask"))),
     untrusted_output=_opt(st.booleans()),
@@ -106,7 +108,11 @@ def _looser(m: ToolRule, e: ToolRule) -> list[str]:
         out.append("sink kind")
     if _owned(m, "on_tainted") and m.on_tainted == "deny" and e.on_tainted != "deny":
         out.append("on_tainted")
-    if _owned(m, "max_calls") and m.max_calls is not None and (e.max_calls is None or e.max_calls > m.max_calls):
+    if (
+        _owned(m, "max_calls")
+        and m.max_calls is not None
+        and (e.max_calls is None or e.max_calls > m.max_calls)
+    ):
         out.append("budget")
     if _owned(m, "allowed_path_prefixes") and any(
         not any(p == q or p.startswith(q.rstrip("/") + "/") for q in m.allowed_path_prefixes)
@@ -149,7 +155,9 @@ def _trusts_denied(deny: DenyTrust | None, e: ToolRule) -> bool:
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layers(MANAGED_FILE, True), layers(USER_FILE, False))
-def test_no_accepted_user_layer_is_looser_than_the_managed_layer(managed: PolicyFile, user: PolicyFile) -> None:
+def test_no_accepted_user_layer_is_looser_than_the_managed_layer(
+    managed: PolicyFile, user: PolicyFile
+) -> None:
     assume(not problems(managed, managed))
     assume(not problems(managed, user))
     alone = merge([managed], packs={})
