@@ -60,9 +60,13 @@ def system_path(platform: str) -> Path:
     return MACOS_PATH if platform == "darwin" else LINUX_PATH
 
 
-def managed_source(environ: Mapping[str, str], platform: str = sys.platform) -> ManagedSource:
-    """The managed policy's place, from the platform and (for tests) the environment. Raises PolicyError."""
-    system = system_path(platform)
+def managed_source(
+    environ: Mapping[str, str], platform: str = sys.platform, system: Path | None = None
+) -> ManagedSource:
+    """The managed policy's place, from the platform and (for tests) the environment. Raises PolicyError.
+
+    `system` replaces the platform's path (tests of the refusal below; nothing else passes it)."""
+    system = system if system is not None else system_path(platform)
     override = environ.get(MANAGED_POLICY_ENV)
     if not override:
         return ManagedSource(system)
