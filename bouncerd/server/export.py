@@ -7,8 +7,9 @@ and its bytes to `Exporter.offer`, which only puts them on each target's bounded
 (`EXPORT_QUEUE_LIMIT`) with ``put_nowait``: a full queue drops the copy and counts it; nothing on the
 verdict's path ever waits for a collector. One sender thread per target takes records off its queue
 and sends them; a send that fails (no socket, connection refused, an HTTP error) counts the records
-as failed and the sender waits `RETRY_SECONDS` before trying the next ones, so a dead collector costs
-one attempt per interval, in that thread only.
+as failed, and so is everything queued behind them (the collector is down); the sender then waits
+`RETRY_SECONDS` before the next attempt, so a dead collector costs one attempt per interval, in that
+thread only, and copies wait in the queue for a live collector only.
 
 Drops and failures are reported in `status` (`Exporter.public`) and audited: after any new loss,
 the next append (or the daemon's periodic check, for a quiet daemon) writes an ``audit.export_dropped``
@@ -65,6 +66,7 @@ AuditAppend = Callable[[dict[str, Any], float], object]
 
 class Target(Protocol):
     name: str
+    batch_limit: int  # records per `send`: 1 for datagrams (exact counts), BATCH_LIMIT for OTLP
 
     def send(self, batch: list[tuple[dict[str, Any], bytes]]) -> None: ...  # raises on failure
 
@@ -74,6 +76,7 @@ class Target(Protocol):
 class SyslogSender:
     def __init__(self, target: SyslogTarget) -> None:
         self.target = target
+        self.batch_limit = 1
         self.name = f"syslog {target.transport}:{target.address}" + (f":{target.port}" if target.port else "")
         self._sock: socket.socket | None = None
         self._hostname = socket.gethostname() or "-"
@@ -130,6 +133,7 @@ class JournalSender:
         self.target = target
         self.facility = facility
         self.name = f"journal {target.socket}"
+        self.batch_limit = 1
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.settimeout(SEND_TIMEOUT_SECONDS)
 
@@ -148,6 +152,7 @@ class OtlpSender:
 
     def __init__(self, target: OtlpTarget) -> None:
         self.name = f"otlp {target.endpoint}"
+        self.batch_limit = BATCH_LIMIT
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -237,13 +242,14 @@ class Channel:
         except Exception as exc:  # the extra is missing, the socket cannot be made: say so, count losses
             target, self.error = None, f"{type(exc).__name__}: {exc}"
             log.error("audit export: %s is unavailable: %s", self.name, self.error)
-        while True:
+        limit = target.batch_limit if target is not None else BATCH_LIMIT
+        stop = False
+        while not stop:
             item = self._queue.get()
             if item is None:
                 break
             batch = [item]
-            stop = False
-            while len(batch) < BATCH_LIMIT:
+            while len(batch) < limit:
                 try:
                     more = self._queue.get_nowait()
                 except queue.Empty:
@@ -254,14 +260,13 @@ class Channel:
                 batch.append(more)
             if target is None:
                 self.failed += len(batch)
-            else:
-                self._deliver(target, batch)
-            if stop:
-                break
+            elif not self._deliver(target, batch):
+                stop = self._drain_lost()
+                self._stop.wait(RETRY_SECONDS)
         if target is not None:
             target.close()
 
-    def _deliver(self, target: Target, batch: list[tuple[dict[str, Any], bytes]]) -> None:
+    def _deliver(self, target: Target, batch: list[tuple[dict[str, Any], bytes]]) -> bool:
         try:
             target.send(batch)
         except Exception as exc:  # any failure of a collector is a loss to count, never a crash
@@ -269,12 +274,24 @@ class Channel:
             if self.error is None:
                 log.warning("audit export: %s failed: %s", self.name, exc)
             self.error = f"{type(exc).__name__}: {exc}"
-            self._stop.wait(RETRY_SECONDS)
-            return
+            return False
         self.sent += len(batch)
         if self.error is not None:
             log.info("audit export: %s is sending again", self.name)
         self.error = None
+        return True
+
+    def _drain_lost(self) -> bool:
+        """After a failed send: what is queued is counted lost at once (the collector is down; the
+        next attempt is the next record after RETRY_SECONDS). True if the stop mark was among them."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is None:
+                return True
+            self.failed += 1
 
     def close(self, timeout: float) -> None:
         self._stop.set()

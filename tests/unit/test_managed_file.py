@@ -94,7 +94,7 @@ def test_symlinked_managed_file_pointing_into_a_writable_directory_is_refused(tm
 def test_managed_file_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
     d = _safe_dir(tmp_path) / "policy.yaml"
     d.mkdir(mode=0o755)
-    with pytest.raises(PolicyError, match="not a regular file|cannot open"):
+    with pytest.raises(PolicyError, match=r"not a regular file|cannot open"):
         read_managed(ManagedSource(d, ME))
 
 
