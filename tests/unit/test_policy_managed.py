@@ -6,6 +6,10 @@ past a company rule; each must be refused at load time, naming both files and th
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pytest
 
 from bouncerd.core.managed import check_layer, managed_keys, problems
@@ -229,3 +233,31 @@ def test_managed_keys_name_every_managed_rule_for_status() -> None:
         "tools.send_email.exfiltrating" in keys and "servers.crm.tools.export_contacts.exfiltrating" in keys
     )
     assert "taint_scope" in keys and "deny_trust" in keys
+
+
+def test_review_pack_marks_the_rules_the_managed_policy_decides(tmp_path: Path) -> None:
+    """A reviewer must see which controls the user cannot change (data; rendering is elsewhere)."""
+    from bouncerctl.report.build import Aggregator, read_log
+    from bouncerctl.report.review import build_pack
+    from bouncerctl.report.sources import gather
+
+    from bouncerd.managedpolicy import MANAGED_POLICY_ENV, TEST_OWNER_ENV
+    from bouncerd.paths import resolve
+
+    d = tmp_path / "managed"
+    d.mkdir(mode=0o755)
+    (d / "policy.yaml").write_text(MANAGED)
+    os.chmod(d / "policy.yaml", 0o644)
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps({"tools": [{"name": "run_query"}, {"name": "other"}]}))
+    env = {
+        "BOUNCER_HOME": str(tmp_path / "home"),
+        MANAGED_POLICY_ENV: str(d / "policy.yaml"),
+        TEST_OWNER_ENV: str(os.getuid()),
+    }
+    sources = gather(resolve(env), tools_file=tools, server=None, called=[], ask_daemon=False, environ=env)
+    assert sources.managed_file == str(d / "policy.yaml")
+    pack = build_pack(read_log([], Aggregator()), sources, generated="now", filters=[])
+    rows = {row.tool: row for srv in pack.servers for row in srv.tools}
+    assert "max_calls" in rows["run_query"].managed and "arg_patterns" in rows["run_query"].managed
+    assert rows["other"].managed == ()
