@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import audit_records, short_tmpdir
+from harness import audit_records, short_tmpdir, write_policy
 
 from bouncerd.client import Client
 from bouncerd.core import audit as chainlib
@@ -297,3 +297,21 @@ def test_collector_killed_mid_run_costs_no_call_and_the_losses_are_shown_and_aud
         syslog.kill()
         if otlp is not None:
             otlp.kill()
+
+
+def test_reload_that_adds_audit_export_starts_it(start: Callable[..., Any], receivers: Path) -> None:
+    """Export configured after start (the file pushed, then a reload) takes effect without a restart."""
+    syslog = Datagrams(receivers, "log")
+    try:
+        daemon = start()
+        with Client.connect(daemon.paths.socket, role="ctl") as ctl:
+            assert ctl.request("status")["daemon"]["export"] is None
+            write_policy(daemon.home, f"audit_export:\n  syslog: {{address: {syslog.path}}}\n")
+            assert ctl.request("reload")["error"] is None
+        _call(daemon, 1)
+        local = _verdict_lines(daemon.home)
+        assert _wait(lambda: any(parse_rfc5424(m)["msgid"] == "verdict" for m in syslog.got))
+        got = [m for m in map(parse_rfc5424, syslog.got) if m["msgid"] == "verdict"]
+        assert [m["params"]["hash"] for m in got] == [r["hash"] for r in local]
+    finally:
+        syslog.kill()

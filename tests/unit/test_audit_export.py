@@ -185,3 +185,41 @@ def test_journal_sender_writes_native_protocol_datagrams() -> None:
     finally:
         sock.close()
         Path(path).unlink()
+
+
+def test_syslog_over_udp_and_tcp_reaches_real_listeners() -> None:
+    """UDP: one datagram per record; TCP: octet-counted frames (RFC 6587), so records never run together."""
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(WAIT_SECONDS)
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(1)
+    tcp.settimeout(WAIT_SECONDS)
+    try:
+        records = [_record(verdict="allow", request_id=i) for i in range(3)]
+        u = SyslogSender(SyslogTarget("udp", "127.0.0.1", udp.getsockname()[1]))
+        u.send(records)
+        got = [udp.recv(1 << 16) for _ in records]
+        assert [RFC5424.fullmatch(g)["msg"] for g in got] == [line for _, line in records]  # type: ignore[index]
+        t = SyslogSender(SyslogTarget("tcp", "127.0.0.1", tcp.getsockname()[1]))
+        t.send(records)
+        conn, _ = tcp.accept()
+        conn.settimeout(WAIT_SECONDS)
+        stream = b""
+        frames: list[bytes] = []
+        while len(frames) < len(records):
+            stream += conn.recv(1 << 16)
+            while b" " in stream:
+                size, _, rest = stream.partition(b" ")
+                if len(rest) < int(size):
+                    break
+                frames.append(rest[: int(size)])
+                stream = rest[int(size) :]
+        assert [RFC5424.fullmatch(f)["msg"] for f in frames] == [line for _, line in records]  # type: ignore[index]
+        conn.close()
+        u.close()
+        t.close()
+    finally:
+        udp.close()
+        tcp.close()
