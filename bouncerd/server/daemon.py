@@ -221,7 +221,7 @@ class Daemon:
         if self.exporter is not None and config == self.exporter.config:
             return
         if self.exporter is not None:
-            self.exporter.close()
+            self.exporter.close(timeout=0)  # the old senders finish on their own
             self.exporter = None
             self.audit.tap = None
         if config is None or config.empty:
@@ -231,7 +231,10 @@ class Daemon:
 
         def tap(record: dict[str, Any], line: bytes) -> None:
             exporter.offer(record, line)
-            exporter.report_losses(self._audit_append, time.time())
+            try:
+                exporter.report_losses(self._audit_append, time.time())
+            except OSError as exc:  # the record that was just written stands; the report waits
+                log.error("audit export: could not audit the lost copies: %s", exc)
 
         self.audit.tap = tap
         log.info("audit export: %s (from %s)", ", ".join(c.name for c in exporter.channels), config.source)

@@ -309,10 +309,19 @@ class Channel:
             self.failed += 1
 
     def close(self, timeout: float) -> None:
+        """Stop the sender once it has sent what is queued, waiting at most `timeout` (0: not at all;
+        the thread ends on its own)."""
         self._stop.set()
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(None)
-        self._thread.join(timeout)
+        while True:
+            try:
+                self._queue.put_nowait(None)
+                break
+            except queue.Full:  # make room for the stop mark: the oldest copy is dropped
+                with contextlib.suppress(queue.Empty):
+                    self._queue.get_nowait()
+                    self.dropped += 1
+        if timeout > 0:
+            self._thread.join(timeout)
 
     def public(self) -> dict[str, Any]:
         return {
@@ -394,6 +403,8 @@ class Exporter:
             "targets": [c.public() for c in self.channels],
         }
 
-    def close(self) -> None:
+    def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> None:
+        """Stop every sender; at a clean stop wait up to `timeout` each for the queues to flush. A reload
+        passes 0, so the daemon's loop never waits for a collector."""
         for channel in self.channels:
-            channel.close(CLOSE_TIMEOUT_SECONDS)
+            channel.close(timeout)
