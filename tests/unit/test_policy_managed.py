@@ -261,3 +261,25 @@ def test_review_pack_marks_the_rules_the_managed_policy_decides(tmp_path: Path) 
     rows = {row.tool: row for srv in pack.servers for row in srv.tools}
     assert "max_calls" in rows["run_query"].managed and "arg_patterns" in rows["run_query"].managed
     assert rows["other"].managed == ()
+
+
+def test_policy_check_refuses_a_file_that_loosens_the_managed_policy(tmp_path: Path) -> None:
+    """The user learns before reloading that the daemon would refuse the edit."""
+    from bouncerctl.app import main
+    from click.testing import CliRunner
+
+    from bouncerd.managedpolicy import MANAGED_POLICY_ENV, TEST_OWNER_ENV
+
+    d = tmp_path / "managed"
+    d.mkdir(mode=0o755)
+    (d / "policy.yaml").write_text(MANAGED)
+    os.chmod(d / "policy.yaml", 0o644)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("tools:\n  run_query:\n    max_calls: 50\n")
+    env = {MANAGED_POLICY_ENV: str(d / "policy.yaml"), TEST_OWNER_ENV: str(os.getuid())}
+    result = CliRunner(env=env).invoke(main, ["policy", "check", str(mine)])
+    assert result.exit_code == 1
+    assert "raises the managed budget 5 to 50" in result.output and str(d / "policy.yaml") in result.output
+    mine.write_text("tools:\n  run_query:\n    max_calls: 2\n")
+    result = CliRunner(env=env).invoke(main, ["policy", "check", str(mine)])
+    assert result.exit_code == 0 and "max_calls: 2" in result.output
