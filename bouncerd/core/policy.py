@@ -354,10 +354,8 @@ def _deny_trust(doc: Doc, node: Node, key: str, line: int) -> DenyTrust:
 def load_policy(
     text: str, filename: str, known_packs: Iterable[str] | None = None, *, managed: bool = False
 ) -> PolicyFile:
-    """Parse one policy file strictly. `known_packs` defaults to the built-in pack names.
-
-    `managed` marks the administrator's managed policy, the only file that may hold `deny_trust:`.
-    """
+    """Parse one policy file strictly. `known_packs` defaults to the built-in pack names. `managed`
+    marks the administrator's managed policy, the only file that may hold `deny_trust:`."""
     pack_names = tuple(known_packs) if known_packs is not None else tuple(builtin_packs())
     doc = parse(text, filename)
     if doc.root is None:
@@ -398,18 +396,15 @@ def load_policy(
             audit_export = parse_export(doc, vnode, name, knode.start_mark.line + 1)
         elif name == "deny_trust":
             if not managed:
-                only = "only the administrator's managed policy may deny trust; it binds every layer"
-                raise doc.error(knode, name, only)
+                raise doc.error(knode, name, "only the administrator's managed policy may deny trust")
             deny_trust = _deny_trust(doc, vnode, name, knode.start_mark.line + 1)
         else:
             hint = suggest(name, TOP_KEYS)
             if not hint and name not in TOP_KEYS:
                 hint = "; tool entries go under tools: (or servers.NAME.tools:)"
             raise doc.error(knode, name, "unknown key" + hint)
-    return PolicyFile(
-        filename, settings, setting_lines, forced, tools, tool_lines, servers, audit_export, deny_trust,
-        managed,
-    )
+    got = (settings, setting_lines, forced, tools, tool_lines, servers, audit_export, deny_trust, managed)
+    return PolicyFile(filename, *got)
 
 
 def _checked(doc: Doc, node: Node, key: str) -> tuple[CheckedAgainst, ...]:

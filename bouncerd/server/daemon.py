@@ -52,7 +52,7 @@ from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import Caller, Handler
 from bouncerd.server.connection import Connection
-from bouncerd.server.export import DROP_REPORT_SECONDS, Exporter
+from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, realpath
@@ -218,32 +218,11 @@ class Daemon:
     def _configure_export(self) -> None:
         """(Re)start audit export when `audit_export` changed (at start and after a reload)."""
         config = self.policy.export_config
-        if self.exporter is not None and config == self.exporter.config:
-            return
-        if self.exporter is not None:
-            self.exporter.close(timeout=0)  # the old senders finish on their own
-            self.exporter = None
-            self.audit.tap = None
-        if config is None or config.empty:
-            return
-        exporter = Exporter(config)
-        self.exporter = exporter
-
-        def tap(record: dict[str, Any], line: bytes) -> None:
-            exporter.offer(record, line)
-            try:
-                exporter.report_losses(self._audit_append, time.time())
-            except OSError as exc:  # the record that was just written stands; the report waits
-                log.error("audit export: could not audit the lost copies: %s", exc)
-
-        self.audit.tap = tap
-        log.info("audit export: %s (from %s)", ", ".join(c.name for c in exporter.channels), config.source)
-
-    async def _report_export_losses(self) -> None:
-        while True:
-            await anyio.sleep(DROP_REPORT_SECONDS)
+        if self.exporter is None or config != self.exporter.config:
             if self.exporter is not None:
-                self.exporter.report_losses(self._audit_append, time.time())
+                self.exporter.close(timeout=0)  # the old senders finish on their own
+            self.exporter = Exporter(config) if config is not None and not config.empty else None
+            self.audit.tap = self.exporter.tap(self._audit_append) if self.exporter is not None else None
 
     def maybe_compact(self) -> None:
         queued = self.observations.queued_bytes  # what a rewrite must copy
@@ -277,7 +256,7 @@ class Daemon:
             await tg.start(self._watch_signals, tg.cancel_scope)
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
-            tg.start_soon(self._report_export_losses)
+            tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
             while True:
                 try:

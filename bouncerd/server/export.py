@@ -33,6 +33,7 @@ import queue
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -395,6 +396,19 @@ class Exporter:
             self._reporting = False
         self._reported, self._last_report = lost, now
 
+    def tap(self, append: AuditAppend) -> Callable[[dict[str, Any], bytes], None]:
+        """What `AuditLog.tap` calls after each write: queue the copy, audit new losses."""
+
+        def tap(record: dict[str, Any], line: bytes) -> None:
+            self.offer(record, line)
+            try:
+                self.report_losses(append, time.time())
+            except OSError as exc:  # the record just written stands; the report waits for the next
+                log.error("audit export: could not audit the lost copies: %s", exc)
+
+        log.info("audit export: %s (from %s)", ", ".join(c.name for c in self.channels), self.config.source)
+        return tap
+
     def public(self) -> dict[str, Any]:
         return {
             "source": self.config.source,
@@ -408,3 +422,15 @@ class Exporter:
         passes 0, so the daemon's loop never waits for a collector."""
         for channel in self.channels:
             channel.close(timeout)
+
+
+async def report_periodically(current: Callable[[], Exporter | None], append: AuditAppend) -> None:
+    """Audit losses while no calls come (the daemon's task group runs this; `current` is the
+    exporter in force, which a reload may replace)."""
+    import anyio
+
+    while True:
+        await anyio.sleep(DROP_REPORT_SECONDS)
+        exporter = current()
+        if exporter is not None:
+            exporter.report_losses(append, time.time())
