@@ -150,7 +150,7 @@ def main() -> None:
             for t in export["targets"]:
                 print(
                     f"  {name:<4} {t['target']}: sent {t['sent']}, dropped {t['dropped']} (queue full), "
-                    f"failed {t['failed']}"
+                    f"failed {t['failed']}, still queued {t['queued']}"
                 )
         print(f"  datagrams received by the live syslog socket: {received[0]}")
     finally:
