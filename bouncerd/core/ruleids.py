@@ -406,6 +406,13 @@ _TABLE = (
         _NONE,
         "—",
     ),
+    _row(
+        "audit.export_dropped",
+        EVENT,
+        "copies of audit records for a collector (audit_export) were lost; the local log has every line",
+        _NONE,
+        "—",
+    ),
 )
 
 

@@ -51,13 +51,16 @@ from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
 from bouncerd.core.model import ServerIdentity, ToolCall
+from bouncerd.core.policy import Policy
 from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
+from bouncerd.managedpolicy import ManagedSource
 from bouncerd.paths import Paths
 from bouncerd.server import hooks, peer
 from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import AsyncHandler, Caller, Handler
 from bouncerd.server.connection import Connection
+from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, Reloader, realpath
@@ -109,12 +112,13 @@ class Daemon:
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
         self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
-        self.reloader = Reloader(self.policy, self.engine.set_policy, self._audit_append)
+        self.reloader = Reloader(self.policy, self._put_policy_in_force, self._audit_append)
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
         self._compact_floor = COMPACT_AFTER_BYTES
         self._kept_bytes = 0  # what the last compaction kept
         self.session_grace = grace_seconds(os.environ)
+        self.exporter: Exporter | None = None  # audit export (`audit_export:`), if configured
 
     def _async_handler_table(self) -> dict[str, AsyncHandler]:
         """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
@@ -144,9 +148,19 @@ class Daemon:
     # ---- lifecycle ----------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, paths: Paths, socket_path: str, *, expected_uid: int, now: float) -> Daemon:
+    def start(
+        cls,
+        paths: Paths,
+        socket_path: str,
+        *,
+        expected_uid: int,
+        now: float,
+        managed: ManagedSource | None = None,
+    ) -> Daemon:
         daemon = cls(paths, socket_path, expected_uid=expected_uid, now=now)
-        daemon.policy.commit(daemon.policy.read(), now)  # a bad policy.yaml stops the start here
+        # A bad policy.yaml, an unsafe managed policy or a user policy loosening it stops the start here.
+        daemon.policy.managed_source = managed
+        daemon.policy.commit(daemon.policy.read(), now)
         daemon.engine.set_policy(daemon.policy.base)
         journal_path = paths.state / JOURNAL_NAME
         journal, recovery = Journal.open(journal_path, daemon._replay)
@@ -163,6 +177,7 @@ class Daemon:
             raise
         if repair is not None:
             log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
+        daemon._configure_export()
         try:
             daemon.approvals.open(paths.state, os.environ, now)
         except BaseException:
@@ -192,6 +207,11 @@ class Daemon:
             self._journal.sync()
             self._journal.close()
             self._journal = None
+        if self.exporter is not None:
+            if self._audit is not None:
+                self.exporter.report_losses(self._audit_append, time.time())
+            self.exporter.close()
+            self.exporter = None
         if self._audit is not None:
             self._audit.close()
             self._audit = None
@@ -217,6 +237,20 @@ class Daemon:
 
     def _audit_append(self, fields: dict[str, Any], now: float) -> None:
         self.audit.append(fields, now)
+
+    def _put_policy_in_force(self, policy: Policy) -> None:
+        """A reload committed: the engine decides by it, and audit export follows its settings."""
+        self.engine.set_policy(policy)
+        self._configure_export()
+
+    def _configure_export(self) -> None:
+        """(Re)start audit export when `audit_export` changed (at start and after a reload)."""
+        config = self.policy.export_config
+        if self.exporter is None or config != self.exporter.config:
+            if self.exporter is not None:
+                self.exporter.close(timeout=0)  # the old senders finish on their own
+            self.exporter = Exporter(config) if config is not None and not config.empty else None
+            self.audit.tap = self.exporter.tap(self._audit_append) if self.exporter is not None else None
 
     def maybe_compact(self) -> None:
         queued = self.observations.queued_bytes  # what a rewrite must copy
@@ -279,6 +313,7 @@ class Daemon:
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
             tg.start_soon(self._sweep_sessions)
+            tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
             while True:
                 try:
@@ -568,6 +603,7 @@ class Daemon:
             "audit": str(self.paths.audit),
             "head": self.audit.head,  # hash of the last audit record: compare with `audit verify`
             "records": self.audit.records,  # audit records written since this daemon started
+            "export": self.exporter.public() if self.exporter is not None else None,
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
 

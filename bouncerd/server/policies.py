@@ -32,8 +32,11 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from bouncerd.core.exportconf import ExportConfig
+from bouncerd.core.managed import check_layer, managed_keys
 from bouncerd.core.policy import Policy, PolicyFile, merge
 from bouncerd.errors import PolicyError
+from bouncerd.managedpolicy import ManagedSource, read_managed
 from bouncerd.policyfiles import MAX_POLICY_BYTES as MAX_POLICY_BYTES  # allowlist.py reads it here
 from bouncerd.policyfiles import read_policy
 
@@ -50,6 +53,7 @@ MAX_RELOAD_READS = 3
 class Loaded:
     """A policy read from disk, not yet in force."""
 
+    managed: PolicyFile | None
     user: PolicyFile | None
     base: Policy
 
@@ -103,21 +107,46 @@ class PolicyState:
     loaded_at: float = 0.0
     failure: ReloadFailure | None = None
     generation: int = 0  # how many times a policy was committed; a read that saw an older one is stale
+    managed_source: ManagedSource | None = None  # the administrator's layer, below the user's
+    managed: PolicyFile | None = None
     _layered: dict[tuple[_Stamp, _Stamp], Policy] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, user_path: Path, now: float, managed: ManagedSource | None = None) -> PolicyState:
+        """The daemon's start: a bad user policy, an unsafe managed file or a user policy that loosens
+        the managed one raises PolicyError (the daemon refuses to start)."""
+        state = cls(user_path, managed_source=managed)
+        state.commit(state.read(), now)
+        return state
 
     @property
     def reload_error(self) -> str | None:
         return self.failure.message() if self.failure is not None else None
 
+    @property
+    def export_config(self) -> ExportConfig | None:
+        """`audit_export` in force: the managed policy's, else the user's (a user's below a managed
+        one is refused at load)."""
+        for layer in (self.managed, self.user):
+            if layer is not None and layer.audit_export is not None:
+                return layer.audit_export
+        return None
+
     def read(self) -> Loaded:
-        """Read and merge policy.yaml into a value; changes nothing here. Raises PolicyError (or, on a
-        loader bug, anything: `fail` records it alike). Safe to run in a worker thread."""
+        """Read the managed policy and policy.yaml, check the one against the other and merge them
+        into a value; changes nothing here. Raises PolicyError (or, on a loader bug, anything: `fail`
+        records it alike). Safe to run in a worker thread."""
+        managed = read_managed(self.managed_source) if self.managed_source is not None else None
+        if managed is not None:
+            check_layer(managed, managed)  # its own trust against its own deny_trust
         user = read_policy(self.user_path) if self.user_path.exists() else None
-        return Loaded(user, merge([user] if user is not None else []))
+        if user is not None:
+            check_layer(managed, user)
+        return Loaded(managed, user, merge([layer for layer in (managed, user) if layer is not None]))
 
     def commit(self, loaded: Loaded, now: float) -> None:
         """Put `loaded` in force, whole; the last failure is forgotten."""
-        self.user, self.base, self.loaded_at = loaded.user, loaded.base, now
+        self.managed, self.user, self.base, self.loaded_at = loaded.managed, loaded.user, loaded.base, now
         self.failure = None
         self.generation += 1
         self._layered.clear()
@@ -126,6 +155,7 @@ class PolicyState:
         """Record a reload that did not take (the policy in force stays); return its message."""
         self.failure = ReloadFailure.of(self.user_path, exc, now)
         return self.failure.message()
+
 
     def for_shim(self, policy_path: str | None) -> Policy:
         """The policy for one shim: base, plus its --policy file on top. Raises PolicyError."""
@@ -137,8 +167,15 @@ class PolicyState:
         key = (_stamp(self.user_path), _stamp(path))
         cached = self._layered.get(key)
         if cached is None:
-            layers = [self.user] if self.user is not None else []
+            layers = [layer for layer in (self.managed, self.user) if layer is not None]
             shim_layer = read_policy(path)
+            if shim_layer.audit_export is not None:
+                raise PolicyError(
+                    f"{shim_layer.audit_export.source}: audit_export: belongs in the user's policy.yaml "
+                    f"({self.user_path}) or the managed policy; a shim's --policy may only hold tools, "
+                    f"servers and packs"
+                )
+            check_layer(self.managed, shim_layer)
             for setting in shim_layer.settings:
                 # Taint scope, identity handling and audit format are one daemon-wide choice: a
                 # per-server file that looked like it changed them, and did not, would mislead.
@@ -157,6 +194,9 @@ class PolicyState:
         return {
             "user_policy": str(self.user_path),
             "user_policy_present": self.user is not None,
+            "managed_policy": str(self.managed_source.path) if self.managed_source is not None else None,
+            "managed_policy_present": self.managed is not None,
+            "managed_rules": managed_keys(self.managed) if self.managed is not None else [],
             "state": "reload failed" if self.failure is not None else "loaded",
             "loaded_at": self.loaded_at,  # when the policy in force was loaded
             "reload_error": self.reload_error,
