@@ -92,6 +92,9 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
     # One tools/call the client wants to make. Reply: see `verdict_reply`.
     "verdict": {
         "request_id": _ID,
+        # The id's exact JSON text (ASCII), for the audit log: `request_id` is nil for ids msgpack
+        # cannot carry (floats, integers past 64 bits, strings with lone surrogates).
+        "request_id_json": _OPT_STR,
         "tool": _STR,
         "arguments": _MAP,
         # A 2026-07-28 retry: the requestState of the ask and the client's ElicitResult {action, content}.
@@ -177,6 +180,7 @@ class ToolsRequest(Request):
 
 class VerdictRequest(Request):
     request_id: NotRequired[str | int | None]
+    request_id_json: NotRequired[str | None]
     tool: str
     arguments: dict[str, Any]
     request_state: NotRequired[str | None]

@@ -15,10 +15,15 @@ An ask reaches a person on one of three channels (docs/how-it-works.md, "Asking 
   valid CODE_TTL_SECONDS, single use. `bouncerctl approve CODE` in the person's own terminal grants one
   retry of *that* call (same arguments); wrong codes are rate limited.
 
-Grants have a scope: `once` (the next identical call, once), `session` (the destination is trusted for
-the rest of the session, for this server and tool) or `always` (the daemon adds it to the user policy's
-allowlist; here it also acts as a session grant). Every change is an event, like the rest of the engine,
-so pending codes and grants survive a daemon restart.
+Grants have a scope: `once` (the next identical call, once, within ONCE_GRANT_TTL_SECONDS), `session`
+(the destination is trusted for the rest of the session, for this server and tool) or `always` (the
+daemon adds it to the user policy's allowlist; here it also acts as a session grant). Every change is
+an event, like the rest of the engine, so pending codes and grants survive a daemon restart.
+
+A once grant answers one question: it remembers when the person was asked and the rule of the ask
+(`OnceGrant`). It turns a later ask into an allow only if that ask is for the same reason and its
+destination did not become tainted since the question (`OnceGrant.covers`): a yes to a send that was
+clean when asked is not a yes to a send to an address that has since turned up in a mail body.
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ MAX_PENDING = 256  # per daemon; the oldest pending code is dropped (its call st
 MAX_WRONG_CODES = 5  # per WRONG_CODE_WINDOW_SECONDS, then every approve attempt is refused
 WRONG_CODE_WINDOW_SECONDS = 60.0
 STATE_TTL_SECONDS = 600.0  # an input_required question left unanswered this long is void
+# A once grant (`bouncerctl approve`) is for the agent's retry of the call, which follows within a
+# minute or two; left unused for ten minutes it lapses, so it cannot match an identical call made in
+# another context hours later.
+ONCE_GRANT_TTL_SECONDS = 600.0
 
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:
@@ -109,14 +118,29 @@ class Pending:
     summary: str  # short summary of the other arguments, for the person
     question: str = ""  # the whole text a person decides on (bouncerctl approve shows it)
     destinations: tuple[str, ...] = ()  # what a session or "always" answer trusts
+    rule: str = ""  # the ask's rule ("" in a code opened before it was recorded)
+
+
+@dataclass(frozen=True)
+class OnceGrant:
+    asked: float  # when the person was asked
+    rule: str  # the rule of the ask they said yes to
+    expires: float
+
+    def covers(self, rule: str, provenance_ts: float | None, now: float) -> bool:
+        """Whether this yes answers an ask with `rule` whose destination was seen at `provenance_ts`
+        (None: not seen in output): same question, not lapsed, no taint that arrived after it."""
+        if now >= self.expires or rule != self.rule:
+            return False
+        return provenance_ts is None or provenance_ts < self.asked
 
 
 @dataclass
 class Approvals:
     pending: dict[str, Pending] = field(default_factory=dict)
-    once: dict[tuple[str, str, str, str], int] = field(
+    once: dict[tuple[str, str, str, str], list[OnceGrant]] = field(
         default_factory=dict
-    )  # (session, server, tool, digest)
+    )  # (session, server, tool, digest) -> grants, oldest first
     session_trust: dict[tuple[str, str, str], set[str]] = field(default_factory=dict)  # -> destinations
     used_nonces: dict[str, float] = field(default_factory=dict)  # nonce -> expiry
     wrong: list[float] = field(default_factory=list)
@@ -135,6 +159,7 @@ class Approvals:
                 ev.get("summary", ""),
                 ev.get("question", ""),
                 tuple(ev.get("destinations", ())),
+                ev.get("rule", ""),
             )
             while len(self.pending) > MAX_PENDING:
                 self.pending.pop(next(iter(self.pending)))
@@ -144,15 +169,18 @@ class Approvals:
             b = Binding(**ev["binding"])
             if ev["scope"] == "once":
                 key = (b.session, b.server, b.tool, b.digest)
-                self.once[key] = self.once.get(key, 0) + 1
+                grant = OnceGrant(ev.get("asked", 0.0), ev.get("rule", ""), ev.get("expires", 0.0))
+                self.once.setdefault(key, []).append(grant)
             elif b.destination is not None:
                 self.session_trust.setdefault((b.session, b.server, b.tool), set()).add(b.destination)
         elif ev["ev"] == "grant_used":
             key = (ev["session"], ev["server"], ev["tool"], ev["digest"])
-            left = self.once.get(key, 0) - 1
-            if left > 0:
-                self.once[key] = left
-            else:
+            grants = self.once.get(key, [])
+            asked = ev.get("asked")
+            used = next((i for i, g in enumerate(grants) if asked is None or g.asked == asked), None)
+            if used is not None:
+                del grants[used]
+            if not grants:
                 self.once.pop(key, None)
         elif ev["ev"] == "nonce_used":
             self.used_nonces[ev["nonce"]] = ev["expires"]
@@ -166,9 +194,9 @@ class Approvals:
         for p in self.pending.values():
             if p.expires > now:
                 out.append(pending_event(p))
-        for (session, server, tool, digest), n in self.once.items():
+        for (session, server, tool, digest), grants in self.once.items():
             b = Binding(session, server, tool, None, None, digest)
-            out.extend(grant_event("once", b) for _ in range(n))
+            out.extend(once_grant_event(b, g.asked, g.rule, g.expires) for g in grants if g.expires > now)
         for (session, server, tool), dests in self.session_trust.items():
             for d in sorted(dests):
                 b = Binding(session, server, tool, None, d, "")
@@ -183,8 +211,45 @@ class Approvals:
     def trusted_for(self, session: str, server: str, tool: str) -> frozenset[str]:
         return frozenset(self.session_trust.get((session, server, tool), ()))
 
-    def has_once(self, session: str, server: str, tool: str, digest: str) -> bool:
-        return self.once.get((session, server, tool, digest), 0) > 0
+    def once_grant(
+        self,
+        session: str,
+        server: str,
+        tool: str,
+        digest: str,
+        rule: str,
+        provenance_ts: float | None,
+        now: float,
+    ) -> OnceGrant | None:
+        """The oldest once grant of this exact call covering an ask with `rule` (`OnceGrant.covers`)."""
+        for grant in self.once.get((session, server, tool, digest), ()):
+            if grant.covers(rule, provenance_ts, now):
+                return grant
+        return None
+
+    def session_keys(self) -> set[str]:
+        keys = {p.binding.session for p in self.pending.values()}
+        keys.update(k[0] for k in self.once)
+        keys.update(k[0] for k in self.session_trust)
+        return keys
+
+    def end_session(self, session: str) -> None:
+        """Drop the session's open codes and grants: nobody of it is left to retry a call."""
+        for code in [c for c, p in self.pending.items() if p.binding.session == session]:
+            del self.pending[code]
+        for key in [k for k in self.once if k[0] == session]:
+            del self.once[key]
+        for trust_key in [k for k in self.session_trust if k[0] == session]:
+            del self.session_trust[trust_key]
+
+    def prune(self, now: float) -> None:
+        """Forget what has lapsed (once grants, used nonces, old wrong codes): memory stays bounded by
+        what is live. Derived from `now` alone, so a replay that prunes later ends in the same state."""
+        for key in [k for k, grants in self.once.items() if all(g.expires <= now for g in grants)]:
+            del self.once[key]
+        for nonce in [n for n, exp in self.used_nonces.items() if exp <= now]:
+            del self.used_nonces[nonce]
+        self.wrong = [t for t in self.wrong if now - t < WRONG_CODE_WINDOW_SECONDS]
 
     def open_codes(self, now: float) -> list[Pending]:
         return [p for p in self.pending.values() if p.expires > now]
@@ -205,11 +270,19 @@ def pending_event(p: Pending) -> ApprovalPendingEvent:
         summary=p.summary,
         question=p.question,
         destinations=list(p.destinations),
+        rule=p.rule,
     )
 
 
-def grant_event(scope: Literal["once", "session", "always"], binding: Binding) -> GrantEvent:
+def grant_event(scope: Literal["session", "always"], binding: Binding) -> GrantEvent:
     return GrantEvent(ev="grant", scope=scope, binding=binding.as_dict())
+
+
+def once_grant_event(binding: Binding, asked: float, rule: str, expires: float) -> GrantEvent:
+    """A yes to the question asked at `asked` about an ask with `rule`, good until `expires`."""
+    return GrantEvent(
+        ev="grant", scope="once", binding=binding.as_dict(), asked=asked, rule=rule, expires=expires
+    )
 
 
 def closed_event(code: str, why: str) -> ApprovalClosedEvent:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -69,12 +70,20 @@ BreakKind = Literal["truncated", "not_json", "malformed", "edited", "inserted", 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
 def jsonable(value: Any) -> Any:
-    """`value` with every part JSON can carry as it is, bytes as text, and every map key a string.
+    """`value` with every part JSON can carry as it is, bytes as text, non-finite numbers as their
+    JSON-ish spelling in a string (``"NaN"``), and every map key a string.
 
     Bytes that are UTF-8 become that text; others become ``"base64:" + base64``. The daemon receives
     arguments as msgpack, which can carry bytes and non-string keys that JSON cannot.
     """
+    if isinstance(value, float) and not math.isfinite(value):
+        # msgpack (and Python's json, reading a client's line) carry NaN and infinities; JSON has no
+        # spelling for them, and a line holding `NaN` is one jq and every strict reader refuse.
+        return _NON_FINITE[repr(value)]
     if value is None or isinstance(value, str | bool | int | float):
         return value
     if isinstance(value, bytes | bytearray | memoryview):

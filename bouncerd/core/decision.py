@@ -146,6 +146,7 @@ class Decider:
         out.records.append(fields)
 
     def _expire(self, out: Decision, now: float) -> None:
+        self.approvals.prune(now)
         for p in [p for p in self.approvals.pending.values() if p.expires <= now]:
             self._close(out, p.code, "expired")
             self._record(
@@ -189,9 +190,9 @@ class Decider:
             verdict = self.engine.decide(call, now, policy)
         out = Decision(events=list(verdict.events))
         self._expire(out, now)
-        if request_state is not None or input_response is not None:
-            self._retry(out, call, verdict, policy, request_state, input_response, now)
-            return out
+        retried = request_state is not None or input_response is not None
+        if retried and self._retry(out, call, verdict, policy, request_state, input_response, now):
+            return out  # else the question changed since it was asked: a new ask, with the new reason
         if verdict.verdict != "ask":
             out.verdict = verdict
             return out
@@ -233,7 +234,9 @@ class Decider:
         while code in self.approvals.pending or code in self.closed:
             code = ap.make_code(random_bytes(4))
         lifetime = max(self.code_ttl, float(timeout))
-        pending = ap.Pending(code, binding, now, now + lifetime, verdict.reason, summary, question, trustable)
+        pending = ap.Pending(
+            code, binding, now, now + lifetime, verdict.reason, summary, question, trustable, verdict.rule
+        )
         self._commit(out, [ap.pending_event(pending)])
         out.opened = pending
         return pending
@@ -247,7 +250,9 @@ class Decider:
         state: str | None,
         response: Mapping[str, Any] | None,
         now: float,
-    ) -> None:
+    ) -> bool:
+        """Settle a 2026-07-28 retry (True), or find that its question no longer holds (False: the call
+        is to be asked about again, as `verdict` says now)."""
         expected = self._binding(call, verdict)
         if state is None:
             check = ap.StateCheck(False, "an answer came without its requestState")
@@ -269,15 +274,32 @@ class Decider:
                 verdict.destination,
                 verdict.parameter,
             )
-            return
+            return True
         assert check.expires is not None
         self._commit(out, [ap.nonce_used_event(check.nonce, check.expires)])
         code = check.nonce.split(":", 1)[0]
         if verdict.verdict != "ask":
             self._close(out, code, "settled")
             out.verdict = verdict  # a deny stands whatever a person said; an allow needs no approval
-            return
+            return True
         pending = self.approvals.pending.get(code)
+        asked = pending.created if pending is not None else check.expires - ap.STATE_TTL_SECONDS
+        seen = verdict.provenance.ts if verdict.provenance is not None else None
+        if (pending is not None and pending.rule and pending.rule != verdict.rule) or (
+            seen is not None and seen >= asked
+        ):
+            self._close(out, code, "superseded")
+            self._record(
+                out,
+                "approval.stale",
+                check.binding,
+                f"the answer to code {code} came for a question that no longer holds: {verdict.reason}; "
+                f"asked again",
+                channel=CHANNEL_INPUT_REQUIRED,
+                code=code,
+                request_id=call.request_id,
+            )
+            return False
         if pending is not None:
             trustable = pending.destinations
         else:
@@ -287,6 +309,7 @@ class Decider:
         self._settle_answer(
             out, check.binding, trustable, action, choice, CHANNEL_INPUT_REQUIRED, code, call.request_id, now
         )
+        return True
 
     # ---- answers -------------------------------------------------------------------------------
 
@@ -332,6 +355,27 @@ class Decider:
             )
             return out
         out.binding = pending.binding
+        stale = self._tainted_since_asked(pending) if action == "accept" else None
+        if stale is not None:
+            self._close(out, code, "superseded")
+            self._record(
+                out,
+                "approval.stale",
+                pending.binding,
+                f"a person said yes to code {code}, but {stale}; the call was decided again and denied",
+                channel=CHANNEL_ELICITATION,
+                code=code,
+                request_id=request_id,
+            )
+            out.verdict = Verdict(
+                "deny",
+                "approval.stale",
+                f"{stale}, after the person was asked, so their yes does not cover this call; "
+                f"retry it to be decided again",
+                pending.binding.destination,
+                pending.binding.parameter,
+            )
+            return out
         self._settle_answer(
             out,
             pending.binding,
@@ -344,6 +388,25 @@ class Decider:
             now,
         )
         return out
+
+    def _tainted_since_asked(self, pending: ap.Pending) -> str | None:
+        """Why the question of `pending` no longer holds (a destination it names turned up in untrusted
+        output after it was asked), or None. Without the call's arguments (an elicitation answer
+        names only its code) the destinations of the question are what is looked up again."""
+        b = pending.binding
+        index = self.engine.taint.get(self.engine.scope_key(b.session, b.server))
+        if index is None:
+            return None
+        for dest in dict.fromkeys(d for d in (b.destination, *pending.destinations) if d):
+            hit = index.lookup(dest)
+            if hit is None:
+                continue
+            if hit.provenance is not None and hit.provenance.ts >= pending.created:
+                where = f"{hit.provenance.server}/{hit.provenance.tool or '?'}"
+                return f"{canon.visible(dest)} appeared in output of {where}"
+            if hit.provenance is None and pending.rule and not pending.rule.endswith(".evicted"):
+                return f"{canon.visible(dest)} appeared in untrusted output"  # seen, then forgotten
+        return None
 
     def _settle_answer(
         self,
@@ -494,7 +557,8 @@ class Decider:
     def approve(self, found: ap.Pending, now: float) -> Decision:
         """`bouncerctl approve`: one retry of exactly the bound call (the engine's ``approval.once``)."""
         out = Decision(found=found)
-        self._commit(out, [ap.grant_event("once", found.binding)])
+        grant = ap.once_grant_event(found.binding, found.created, found.rule, now + ap.ONCE_GRANT_TTL_SECONDS)
+        self._commit(out, [grant])
         self._close(out, found.code, "approved")
         self._record(
             out,

@@ -32,8 +32,10 @@ from bouncerd.core.events import (
     PinEvent,
     PinSeenEvent,
     PinWindowEvent,
+    SessionEndedEvent,
     TaintEvent,
     TaintEvictedEvent,
+    TaintExpiredEvent,
     VouchEvent,
 )
 from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
@@ -116,6 +118,17 @@ class Engine:
             self.blind.add(ev["scope"])
         elif ev["ev"] == "vouch":
             self.session(ev["session"]).vouched.update(ev["keys"])
+        elif ev["ev"] == "session_ended":
+            key = ev["session"]
+            self.sessions.pop(key, None)
+            self.approvals.end_session(key)
+            for scope in [s for s in self.taint if _scope_session(s) == key]:
+                self._drop_if_spent(scope)
+        elif ev["ev"] == "taint_expired":
+            index = self.taint.get(ev["scope"])
+            if index is not None:
+                index.expire_before(ev["before"])
+                self._drop_if_spent(ev["scope"])
         else:
             self.approvals.apply(ev)
 
@@ -157,6 +170,37 @@ class Engine:
         out.extend(BlindEvent(ev="blind", scope=scope) for scope in sorted(self.blind))
         out.extend(self.approvals.snapshot(now))
         return out
+
+    # ---- the life of a session ----------------------------------------------------------------
+
+    def session_keys(self) -> set[str]:
+        """Sessions with state that ends with them (budgets, vouched destinations, approvals)."""
+        return set(self.sessions) | self.approvals.session_keys()
+
+    def end_session(self, key: str) -> list[Event]:
+        """The session's last shim left a grace period ago (the daemon's clock): drop what lasts a
+        session. Its taint stays for `taint_retention` (`expire_taint`): a client that resumes under
+        the same key (BOUNCER_SESSION), or `taint_scope: user`, still finds it."""
+        events: list[Event] = []
+        self._emit(events, SessionEndedEvent(ev="session_ended", session=key))
+        return events
+
+    def expire_taint(self, now: float, retention: float) -> list[Event]:
+        """Forget taint first seen more than `retention` seconds before `now`, in every scope."""
+        cutoff = now - retention
+        events: list[Event] = []
+        for scope in [s for s, index in self.taint.items() if index.oldest < cutoff]:
+            self._emit(events, TaintExpiredEvent(ev="taint_expired", scope=scope, before=cutoff))
+        return events
+
+    def _drop_if_spent(self, scope: str) -> None:
+        """A scope whose session ended and whose taint all expired is forgotten whole (its blind mark
+        with it: the outputs it was about are past retention too)."""
+        index = self.taint.get(scope)
+        if index is None or len(index) or index.evicted or _scope_session(scope) in self.session_keys():
+            return
+        del self.taint[scope]
+        self.blind.discard(scope)
 
     def session(self, key: str) -> SessionState:
         state = self.sessions.get(key)
@@ -364,13 +408,13 @@ class Engine:
             events, AttemptEvent(ev="attempt", session=call.session, server=call.server.name, tool=call.tool)
         )
         if call.kind != "tool":
-            message = self._decide_message(call, events)
+            message = self._decide_message(call, events, now)
             return dataclasses.replace(message, events=tuple(events))
         if call.answers:
             answers = dataclasses.replace(
                 call, tool=f"{call.tool} input", arguments=call.answers, kind="answer"
             )
-            answered = self._decide_message(answers, events)
+            answered = self._decide_message(answers, events, now)
             if answered.verdict != "allow":
                 return dataclasses.replace(answered, events=tuple(events))
         verdict = self._check_pin(call)
@@ -379,7 +423,7 @@ class Engine:
             verdict = (
                 self._check_budget(call, rule)
                 or self._check_constraints(call, rule)
-                or self._check_sinks(call, rule, events)
+                or self._check_sinks(call, rule, events, now)
                 or Verdict("allow", "default.allow", "no rule objected")
             )
         return Verdict(
@@ -440,7 +484,7 @@ class Engine:
         trust = self.trust(call, rule)
         return [sinkgate.classify(d, trust, index.lookup) for d in dests]
 
-    def _check_sinks(self, call: ToolCall, rule: ToolRule, events: list[Event]) -> Verdict | None:
+    def _check_sinks(self, call: ToolCall, rule: ToolRule, events: list[Event], now: float) -> Verdict | None:
         if not rule.exfiltrating:
             return None
         index = self.index(self.scope_key(call.session, call.server.name))
@@ -456,7 +500,7 @@ class Engine:
                 key_hit=index.key_hit,
             )
             verdict = self._unless_blind(call, verdict, "fetches")
-            return self._use_once_grant(call, verdict, events)
+            return self._use_once_grant(call, verdict, events, now)
         verdict = sinkgate.send_verdict(
             call.arguments,
             tool=call.tool,
@@ -467,9 +511,9 @@ class Engine:
             on_tainted_identity=self.policy.settings.on_tainted_identity,
             looks_like_destination=fallback.looks_like_destination,
         )
-        return self._use_once_grant(call, verdict, events)
+        return self._use_once_grant(call, verdict, events, now)
 
-    def _decide_message(self, call: ToolCall, events: list[Event]) -> Verdict:
+    def _decide_message(self, call: ToolCall, events: list[Event], now: float) -> Verdict:
         """A request other than tools/call that carries the agent's data to the server
         (docs/how-it-works.md, "Requests other than tools/call").
 
@@ -513,7 +557,7 @@ class Engine:
                     destination=verdict.destination,
                     parameter=verdict.parameter,
                 )
-        verdict = self._use_once_grant(call, verdict, events)
+        verdict = self._use_once_grant(call, verdict, events, now)
         return dataclasses.replace(verdict, reason=f"{label} {call.tool}: {verdict.reason}")
 
     def _unless_blind(self, call: ToolCall, verdict: Verdict, what: str) -> Verdict:
@@ -536,29 +580,42 @@ class Engine:
                 why[k] = "approved for this session"
         return sinkgate.Trust(frozenset(why), frozenset(), why)
 
-    def _use_once_grant(self, call: ToolCall, verdict: Verdict, events: list[Event]) -> Verdict:
-        """An ask for a call a person approved once (bouncerctl approve) becomes an allow, once."""
-        if verdict.verdict == "ask":
-            digest = ap.arguments_digest(call.arguments)
-            if self.approvals.has_once(call.session, call.server.name, call.tool, digest):
-                self._emit(
-                    events,
-                    GrantUsedEvent(
-                        ev="grant_used",
-                        session=call.session,
-                        server=call.server.name,
-                        tool=call.tool,
-                        digest=digest,
-                    ),
-                )
-                return Verdict(
-                    "allow",
-                    "approval.once",
-                    "a person approved this exact call",
-                    destination=verdict.destination,
-                    parameter=verdict.parameter,
-                )
-        return verdict
+    def _use_once_grant(self, call: ToolCall, verdict: Verdict, events: list[Event], now: float) -> Verdict:
+        """An ask for a call a person approved once (bouncerctl approve) becomes an allow, once: if the
+        grant has not lapsed, answers the same question (the ask's rule) and the destination was not
+        tainted after the person was asked. Otherwise the ask stands, with its own reason."""
+        if verdict.verdict != "ask":
+            return verdict
+        digest = ap.arguments_digest(call.arguments)
+        seen = verdict.provenance.ts if verdict.provenance is not None else None
+        grant = self.approvals.once_grant(
+            call.session, call.server.name, call.tool, digest, verdict.rule, seen, now
+        )
+        if grant is None:
+            return verdict
+        self._emit(
+            events,
+            GrantUsedEvent(
+                ev="grant_used",
+                session=call.session,
+                server=call.server.name,
+                tool=call.tool,
+                digest=digest,
+                asked=grant.asked,
+            ),
+        )
+        return Verdict(
+            "allow",
+            "approval.once",
+            "a person approved this exact call",
+            destination=verdict.destination,
+            parameter=verdict.parameter,
+        )
+
+
+def _scope_session(scope: str) -> str | None:
+    """The session a taint scope belongs to (None for the user scope)."""
+    return None if scope == USER_SCOPE else scope.split("\x00", 1)[0]
 
 
 def _names_a_network_host(uri: str) -> bool:

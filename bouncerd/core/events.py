@@ -92,6 +92,22 @@ class VouchEvent(TypedDict):
     keys: list[str]
 
 
+class SessionEndedEvent(TypedDict):
+    """A session's last shim left a grace period ago: its budgets, vouched destinations and approvals
+    are dropped; its taint stays until `taint_retention` (TaintExpiredEvent)."""
+
+    ev: Literal["session_ended"]
+    session: str
+
+
+class TaintExpiredEvent(TypedDict):
+    """Taint of `scope` first seen before `before` is forgotten (`taint_retention`)."""
+
+    ev: Literal["taint_expired"]
+    scope: str
+    before: float
+
+
 class ApprovalPendingEvent(TypedDict):
     ev: Literal["approval_pending"]
     code: str
@@ -102,6 +118,7 @@ class ApprovalPendingEvent(TypedDict):
     summary: NotRequired[str]
     question: NotRequired[str]
     destinations: NotRequired[list[str]]
+    rule: NotRequired[str]  # the ask's rule: what the person was asked about
 
 
 class ApprovalClosedEvent(TypedDict):
@@ -114,6 +131,11 @@ class GrantEvent(TypedDict):
     ev: Literal["grant"]
     scope: Literal["once", "session", "always"]
     binding: BindingFields
+    # once grants: when the person was asked, the ask's rule then, and when the grant lapses. A once
+    # grant without them (journalled before they existed) has lapsed: a person approves again.
+    asked: NotRequired[float]
+    rule: NotRequired[str]
+    expires: NotRequired[float]
 
 
 class GrantUsedEvent(TypedDict):
@@ -122,6 +144,7 @@ class GrantUsedEvent(TypedDict):
     server: str
     tool: str
     digest: str
+    asked: NotRequired[float]  # which grant of the call was used (the first one when missing)
 
 
 class NonceUsedEvent(TypedDict):
@@ -140,6 +163,8 @@ ApprovalEvent = (
 )
 EngineEvent = (
     PinEvent
+    | SessionEndedEvent
+    | TaintExpiredEvent
     | UnpinEvent
     | PinSeenEvent
     | PinWindowEvent

@@ -8,8 +8,11 @@ Three kinds of layer decide how a tool is treated, lowest first:
    `--name`, or a substring of one element of its upstream argv) or forced with `packs:`; a server
    that matches no pack gets none, and its tools are judged by the fallback
    (`bouncerd.core.fallback`), which also judges any tool no pack names;
-2. the user's `policy.yaml`;
-3. a shim's `--policy` file (the most specific: it belongs to one server).
+2. the administrator's managed policy, if installed (`bouncerd/managedpolicy.py` finds and checks the
+   file); a user or shim layer above it may tighten what it wrote but never loosen it, which
+   `bouncerd.core.managed.check_layer` refuses at load time;
+3. the user's `policy.yaml`;
+4. a shim's `--policy` file (the most specific: it belongs to one server).
 
 Within a file, `servers.NAME.tools` is more specific than the top-level `tools`, and sits right
 above it. Entries are folded key by key by `bouncerd.core.rules.resolve` (its docstring holds the
@@ -35,6 +38,7 @@ import yaml
 
 from bouncerd.core import fallback, packs
 from bouncerd.core.constraints import collapse, path_problem
+from bouncerd.core.exportconf import ExportConfig, parse_export
 from bouncerd.core.rules import (
     ENTRY_KEYS,
     ON_TAINTED,
@@ -77,7 +81,8 @@ SETTING_KEYS = (
     "audit_arguments",
     "on_tainted_identity",
 )
-TOP_KEYS = ("version", *SETTING_KEYS, "packs", "tools", "servers")
+TOP_KEYS = ("version", *SETTING_KEYS, "packs", "tools", "servers", "audit_export", "deny_trust")
+DENY_TRUST_KEYS = ("destinations", "domains")
 SERVER_KEYS = ("tools", "packs")
 PACK_KEYS = ("pack", "description", "checked_against", "match", "tools")
 # Trust and confinement depend on the user's machine and contacts; a pack that shipped them would
@@ -108,6 +113,18 @@ class PolicyFile:
     tools: Mapping[str, ToolEntry] = field(default_factory=dict)
     tool_lines: Mapping[str, int] = field(default_factory=dict)
     servers: Mapping[str, ServerSection] = field(default_factory=dict)
+    audit_export: ExportConfig | None = None
+    deny_trust: DenyTrust | None = None  # only in the managed policy (`bouncerd.core.managed`)
+    managed: bool = False
+
+
+@dataclass(frozen=True)
+class DenyTrust:
+    """The managed policy's `deny_trust:`: destinations and domains no layer may trust."""
+
+    destinations: tuple[str, ...] = ()
+    domains: tuple[str, ...] = ()
+    line: int = 1
 
 
 @dataclass(frozen=True)
@@ -336,13 +353,28 @@ def _setting(doc: Doc, name: str, node: Node) -> Any:
 # ---- loading ------------------------------------------------------------------------------------
 
 
+def _deny_trust(doc: Doc, node: Node, key: str, line: int) -> DenyTrust:
+    got: dict[str, tuple[str, ...]] = {}
+    for name, knode, vnode in doc.mapping(node, key, "a mapping with destinations: and domains:"):
+        if name == "destinations":
+            got[name] = tuple(d.lower() for d in _destinations(doc, vnode, f"{key}.{name}"))
+        elif name == "domains":
+            got[name] = _domains(doc, vnode, f"{key}.{name}")
+        else:
+            raise doc.error(knode, f"{key}.{name}", "unknown key" + suggest(name, DENY_TRUST_KEYS))
+    return DenyTrust(got.get("destinations", ()), got.get("domains", ()), line)
+
+
 def load_policy(
     text: str,
     filename: str,
     known_packs: Iterable[str] | None = None,
     errors: list[PolicyError] | None = None,
+    *,
+    managed: bool = False,
 ) -> PolicyFile:
-    """Parse one policy file strictly. `known_packs` defaults to the built-in pack names.
+    """Parse one policy file strictly. `known_packs` defaults to the built-in pack names. `managed`
+    marks the administrator's managed policy, the only file that may hold `deny_trust:`.
 
     Without `errors` the first error raises. With it, every top-level key, server section and tool
     entry is checked and each error appended (`policy check` prints them all); the file is bad if
@@ -350,8 +382,10 @@ def load_policy(
     pack_names = tuple(known_packs) if known_packs is not None else tuple(builtin_packs())
     doc = parse(text, filename)
     if doc.root is None:
-        return PolicyFile(filename)
+        return PolicyFile(filename, managed=managed)
     each = doc.collector(errors)
+    audit_export: ExportConfig | None = None
+    deny_trust: DenyTrust | None = None
     settings: dict[str, Any] = {}
     setting_lines: dict[str, int] = {}
     forced: tuple[str, ...] = ()
@@ -374,7 +408,7 @@ def load_policy(
         servers[name] = ServerSection(s_tools, s_lines, s_packs)
 
     def top(name: str, knode: Node, vnode: Node) -> None:
-        nonlocal forced, tools, tool_lines
+        nonlocal forced, tools, tool_lines, audit_export, deny_trust
         if name == "version":
             doc.integer(vnode, name, POLICY_VERSION, POLICY_VERSION)
         elif name in SETTING_KEYS:
@@ -387,6 +421,12 @@ def load_policy(
         elif name == "servers":
             for srv, _sk, snode in doc.mapping(vnode, name, "a mapping of server name: {tools, packs}"):
                 each(partial(server, srv, snode))
+        elif name == "audit_export":
+            audit_export = parse_export(doc, vnode, name, knode.start_mark.line + 1)
+        elif name == "deny_trust":
+            if not managed:
+                raise doc.error(knode, name, "only the administrator's managed policy may deny trust")
+            deny_trust = _deny_trust(doc, vnode, name, knode.start_mark.line + 1)
         else:
             hint = suggest(name, TOP_KEYS)
             if not hint and name not in TOP_KEYS:
@@ -399,7 +439,8 @@ def load_policy(
 
     for name, knode, vnode in doc.mapping(doc.root, "", "a mapping at the top level"):
         each(partial(top, name, knode, vnode))
-    return PolicyFile(filename, settings, setting_lines, forced, tools, tool_lines, servers)
+    got = (settings, setting_lines, forced, tools, tool_lines, servers, audit_export, deny_trust, managed)
+    return PolicyFile(filename, *got)
 
 
 def _checked(doc: Doc, node: Node, key: str) -> tuple[CheckedAgainst, ...]:

@@ -43,6 +43,7 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
         "pins": "`bouncerctl pins accept`",
         "vouch": "the UserPromptSubmit hook: destinations you typed",
         "audit": "the audit log writer itself",
+        "session": "the daemon, when a session ends and is archived",
         "resource": "reserved: resources/read and resource templates",
         "prompt": "reserved: prompts/get",
         "completion": "reserved: completion/complete",
@@ -328,6 +329,14 @@ _TABLE = (
         _AGENCY,
         "an answer replayed after its question closed",
     ),
+    _row(
+        "approval.stale",
+        DENY_EVENT,
+        "a person said yes to a question that no longer holds: its destination turned up in untrusted "
+        "output after it was asked (the call is decided again)",
+        _AGENCY,
+        "a yes to a clean send carried over to a destination tainted since",
+    ),
     _row("approval.granted", EVENT, "a person allowed a call (when asked, or by code)", _AGENCY, "—"),
     _row("approval.expired", EVENT, "an approval code expired unanswered", _AGENCY, "—"),
     _row(
@@ -368,6 +377,13 @@ _TABLE = (
     ),
     _row("policy.reloaded", EVENT, "the daemon loaded the policy again", _NONE, "—"),
     _row(
+        "session.ended",
+        EVENT,
+        "a session's last shim left a grace period ago; it was archived (its taint kept for taint_retention)",
+        _NONE,
+        "—",
+    ),
+    _row(
         "policy.reload_failed",
         EVENT,
         "a reload failed; the policy in force stays what it was",
@@ -387,6 +403,13 @@ _TABLE = (
         "audit.repaired",
         EVENT,
         "a torn last line (a crash mid-write) was moved aside at start",
+        _NONE,
+        "—",
+    ),
+    _row(
+        "audit.export_dropped",
+        EVENT,
+        "copies of audit records for a collector (audit_export) were lost; the local log has every line",
         _NONE,
         "—",
     ),

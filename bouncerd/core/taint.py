@@ -28,6 +28,9 @@ sighting) are evicted in batches into `EvictedFilter`, a Bloom filter over 64-bi
 never-seen destinations answer "evicted" (ask instead of unproven-ask for sends, ask instead of allow
 for fetches). Memory stays fixed; a deny can turn into an ask, never into an allow.
 
+Retention: `expire_before` forgets keys first seen before a cutoff (the engine passes `now` less the
+policy's `taint_retention`); `oldest` says cheaply whether there is anything to forget.
+
 Not caught (the destination is then unproven: ask for sends): an address split across fields or
 outputs, or spelled letter by letter, reversed, ROT13, hex or base32; base64 of UTF-16 or wrapped in
 lines shorter than `fold.MIN_BASE64_RUN`; nesting deeper than `fold.MAX_DECODE_ROUNDS`; text inside
@@ -461,6 +464,7 @@ class TaintIndex:
         self._live: dict[str, Provenance] = {}
         self._evicted: EvictedFilter | None = None
         self._interned: dict[Provenance, Provenance] = {}
+        self._oldest = float("inf")  # no live key was first seen before this (a lower bound)
 
     def __len__(self) -> int:
         return len(self._live)
@@ -495,6 +499,7 @@ class TaintIndex:
                     continue  # (never live: only this method adds keys)
                 if prov is not last_in:
                     last_in, shared = prov, self._intern(prov)
+                    self._oldest = min(self._oldest, prov.ts)
                 live[key] = shared
                 added += 1
                 room -= 1
@@ -504,6 +509,7 @@ class TaintIndex:
             elif old.identity and not prov.identity:
                 if prov is not last_in:
                     last_in, shared = prov, self._intern(prov)
+                    self._oldest = min(self._oldest, prov.ts)
                 live[key] = shared  # a free-text sighting outranks an identity one; order kept
         return added
 
@@ -514,6 +520,26 @@ class TaintIndex:
         for key in batch:
             del self._live[key]
             self._evicted.add(key)
+
+    @property
+    def oldest(self) -> float:
+        """No live key was first seen before this (inf when there are none): `expire_before` below it
+        is a no-op, so it is cheap to ask whether retention has anything to do."""
+        return self._oldest if self._live else float("inf")
+
+    def expire_before(self, cutoff: float) -> int:
+        """Forget every live key whose provenance is older than `cutoff` (`taint_retention`); returns how
+        many. A forgotten key is unseen again (a send to it is asked as unproven, a fetch of it judged
+        as one of a host never seen): that is what a retention period chosen in the policy means.
+        Evicted keys stay in the filter (it cannot forget one key)."""
+        if self.oldest >= cutoff:
+            return 0
+        old = [key for key, prov in self._live.items() if prov.ts < cutoff]
+        for key in old:
+            del self._live[key]
+        self._oldest = min((prov.ts for prov in self._live.values()), default=float("inf"))
+        self._interned.clear()  # provenances of forgotten keys must not stay reachable through it
+        return len(old)
 
     def items(self) -> Iterator[tuple[str, Provenance]]:
         return iter(self._live.items())

@@ -49,6 +49,7 @@ import datetime as dt
 import logging
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,9 @@ class AuditLog:
         self.records = 0  # written by this process
         self.size = os.fstat(fd).st_size
         self.rotate_at = ROTATE_AFTER_BYTES
+        # Called with each record as written and its line (no newline), after the write: audit export
+        # (`bouncerd/server/export.py`) queues a copy. It must not block or raise.
+        self.tap: Callable[[dict[str, Any], bytes], None] | None = None
 
     @classmethod
     def open(cls, path: Path, now: float) -> tuple[AuditLog, TailRepair | None]:
@@ -195,6 +199,8 @@ class AuditLog:
         self.head = chained[chainlib.HASH_FIELD]
         self.records += 1
         self.size += written
+        if self.tap is not None:
+            self.tap(chained, line[:-1])
         if self.size >= self.rotate_at:
             self.rotate(now)
         return chained

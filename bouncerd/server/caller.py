@@ -8,7 +8,7 @@ name raises `RefusedError`, which the connection turns into an error reply.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bouncerd.errors import BouncerError
@@ -47,3 +47,5 @@ class Caller:
 # The request is that op's TypedDict in bouncerd/wire.py; the table is keyed by op name, so its
 # value type cannot name each one.
 Handler = Callable[[Caller, int, Any], dict[str, Any]]
+# An op whose reply waits on work off the event loop (a policy reload): the same, awaited.
+AsyncHandler = Callable[[Caller, int, Any], Awaitable[dict[str, Any]]]

@@ -28,6 +28,8 @@ changes happen in arrival order:
   overtake a ``verdict`` that arrived first); when the lane is empty and nothing needs waiting, the
   request is handled inline, which is the common case. The lane's task answers the others.
 - ``status``, ``ping`` and the rest change nothing that orders with the above and are answered inline.
+- ``reload`` (`Ops.async_handlers`) waits on a worker thread: a task of the connection answers it
+  when it is done, while everything else, this connection's requests included, goes on.
 
 Replies go through the transport, which keeps them whole and in the order written. A peer that does
 not read its replies stops being read (the transport's pause_writing), so it cannot grow the daemon.
@@ -48,7 +50,7 @@ import anyio.abc
 
 from bouncerd import wire
 from bouncerd.errors import ProtocolError
-from bouncerd.server.caller import Caller, Handler, RefusedError
+from bouncerd.server.caller import AsyncHandler, Caller, Handler, RefusedError
 from bouncerd.server.peer import PeerCred
 from bouncerd.server.reader import FrameBuffer
 
@@ -79,7 +81,12 @@ class Ops(Protocol):
 
     @property
     def handlers(self) -> Mapping[str, Handler]:
-        """Every op but hello, by name (see `Daemon.handlers`)."""
+        """Every op but hello and those of `async_handlers`, by name (see `Daemon.handlers`)."""
+        ...
+
+    @property
+    def async_handlers(self) -> Mapping[str, AsyncHandler]:
+        """Ops answered by a task once their work off the event loop is done."""
         ...
 
     def hello(self, caller: Caller, rid: int, msg: wire.HelloRequest) -> tuple[dict[str, Any], bool]:
@@ -113,6 +120,7 @@ class Connection(asyncio.BufferedProtocol):
         self._ended = False  # nothing more is read or answered (a failure, a refused hello)
         self._batch: list[bytes] | None = None  # replies of the frames being dispatched, sent together
         self._tg: anyio.abc.TaskGroup | None = None
+        self._async_pending = 0  # ops of `async_handlers` not answered yet
 
     # ---- the connection's life ----------------------------------------------------------------
 
@@ -163,7 +171,13 @@ class Connection(asyncio.BufferedProtocol):
 
     def _maybe_finish(self) -> None:
         """After the peer's EOF: close once everything it asked for is answered."""
-        if self._eof and not self._lane and self._stalled is None and self._transport is not None:
+        if (
+            self._eof
+            and not self._lane
+            and self._stalled is None
+            and not self._async_pending
+            and self._transport is not None
+        ):
             self._transport.close()
 
     def _fail(self, exc: Exception | None) -> None:
@@ -240,6 +254,10 @@ class Connection(asyncio.BufferedProtocol):
                 self._lane_wakeup.set()
         elif op == "hello":
             raise ProtocolError("hello sent twice")
+        elif op in self.ops.async_handlers:
+            assert self._tg is not None
+            self._async_pending += 1
+            self._tg.start_soon(self._call_async, op, rid, msg)
         else:
             self._write(self._call(op, rid, msg))
 
@@ -289,6 +307,24 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("%s failed", op)
             return wire.error_reply(rid, "internal", f"bouncerd failed on {op}; see its log")
+
+    async def _call_async(self, op: str, rid: int, msg: dict[str, Any]) -> None:
+        """Run one op of `async_handlers`, then reply, with the error replies of `_call`."""
+        try:
+            reply = await self.ops.async_handlers[op](self.caller, rid, msg)
+        except RefusedError as exc:
+            reply = wire.error_reply(rid, exc.code, str(exc))
+        except OSError as exc:
+            log.error("%s failed: %s", op, exc)
+            why = exc.strerror or exc
+            reply = wire.error_reply(rid, "io", f"bouncerd could not record the request: {why}")
+        except Exception:
+            log.exception("%s failed", op)
+            reply = wire.error_reply(rid, "internal", f"bouncerd failed on {op}; see its log")
+        self._async_pending -= 1
+        if not self._ended:
+            self._write(reply)
+            self._maybe_finish()
 
     # ---- writing ------------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ the collaborators it uses, never the daemon. The op methods are synchronous: the
 the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events with one write, audit,
 and return the reply. Every verdict is made in `bouncerd/core`; this module is plumbing.
 
-Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a
-slice of a snapshot). Observation entries belong to `bouncerd/server/observations.py`.
+Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a slice
+of a snapshot). Observation entries belong to `bouncerd/server/observations.py`.
 
 Compaction: once the journal holds more than `COMPACT_AFTER_BYTES` that a rewrite would drop (its
 size less the raw observations still waiting to be indexed, which a rewrite must copy), and more
@@ -21,6 +21,12 @@ than it would copy, and at least twice the last snapshot (so a large state is no
 every append), it is replaced by the engine's snapshot plus what the observation index still needs.
 The cost of compaction is thus always proportional to what it reclaims. Compaction runs on the event loop and
 fsyncs; it also runs at a clean shutdown (`close`).
+
+Sessions end (`sweep`, every `sessions.sweep_interval`): one whose last shim left the grace period
+ago is archived (bouncerd/server/sessions.py): the engine drops what lasts a session, its taint stays
+for `taint_retention` (enforced here for every scope), the audit log gets a `session.ended` record,
+and the journal is compacted once a rewrite would drop more than `ARCHIVE_COMPACT_MIN_BYTES` (and twice
+what it keeps, unless no client is left): memory and the journal hold the live state only.
 """
 
 from __future__ import annotations
@@ -45,18 +51,21 @@ from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
 from bouncerd.core.model import ServerIdentity, ToolCall
+from bouncerd.core.policy import Policy
 from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
+from bouncerd.managedpolicy import ManagedSource
 from bouncerd.paths import Paths
 from bouncerd.server import hooks, peer
 from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
-from bouncerd.server.caller import Caller, Handler
+from bouncerd.server.caller import AsyncHandler, Caller, Handler
 from bouncerd.server.connection import Connection
+from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
-from bouncerd.server.policies import PolicyState, realpath
+from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
-from bouncerd.server.sessions import Registry
+from bouncerd.server.sessions import Registry, grace_seconds, sweep_interval
 
 log = logging.getLogger("bouncerd")
 
@@ -67,6 +76,11 @@ COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 # Engine events per journal frame when writing a snapshot, so a large state never needs a frame near
 # the wire's MAX_FRAME_BYTES.
 SNAPSHOT_EVENTS_PER_FRAME = 256
+
+# After archiving, compact once a rewrite would drop this much (and, while a client is connected, twice
+# what it keeps): below it the rewrite's fsync costs more than the bytes are worth; a few client runs
+# write more.
+ARCHIVE_COMPACT_MIN_BYTES = 64 * 1024
 
 # After accept() fails (out of file descriptors, usually), wait this long before trying again, so
 # the loop does not spin while connections close and free descriptors.
@@ -97,12 +111,22 @@ class Daemon:
             self.maybe_compact,
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
+        self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
+        self.reloader = Reloader(self.policy, self._put_policy_in_force, self._audit_append)
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
         self._compact_floor = COMPACT_AFTER_BYTES
+        self._kept_bytes = 0  # what the last compaction kept
+        self.session_grace = grace_seconds(os.environ)
+        self.exporter: Exporter | None = None  # audit export (`audit_export:`), if configured
+
+    def _async_handler_table(self) -> dict[str, AsyncHandler]:
+        """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
+        return {"reload": self.reload_op}
 
     def _handler_table(self) -> dict[str, Handler]:
-        """Every op of `wire.OPS` but hello (which `Connection` answers first): one entry per op."""
+        """Every op of `wire.OPS` but hello (which `Connection` answers first) and those of
+        `async_handlers`: one entry per op."""
         return {
             "client": self.client,
             "tools": self.tools,
@@ -113,8 +137,7 @@ class Daemon:
             "observe_text": self.hook_ops.observe_text,
             "check_builtin": self.hook_ops.check_builtin,
             "status": self.status,
-            "ping": _ping,
-            "reload": self.reload_op,
+            "ping": lambda caller, rid, msg: wire.reply(rid),
             "pins": self.pins,
             "pins_accept": self.pins_accept,
             "pending": self.approvals.pending,
@@ -125,14 +148,25 @@ class Daemon:
     # ---- lifecycle ----------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, paths: Paths, socket_path: str, *, expected_uid: int, now: float) -> Daemon:
+    def start(
+        cls,
+        paths: Paths,
+        socket_path: str,
+        *,
+        expected_uid: int,
+        now: float,
+        managed: ManagedSource | None = None,
+    ) -> Daemon:
         daemon = cls(paths, socket_path, expected_uid=expected_uid, now=now)
-        daemon.policy = PolicyState.load(paths.policy, now)  # a bad policy.yaml stops the start here
+        # A bad policy.yaml, an unsafe managed policy or a user policy loosening it stops the start here.
+        daemon.policy.managed_source = managed
+        daemon.policy.commit(daemon.policy.read(), now)
         daemon.engine.set_policy(daemon.policy.base)
         journal_path = paths.state / JOURNAL_NAME
         journal, recovery = Journal.open(journal_path, daemon._replay)
         daemon._journal = journal
         daemon.observations.replay_done()
+        daemon.registry.adopt(daemon.engine.session_keys(), now)
         (log.warning if recovery.torn_bytes else log.info)("%s", recovery.describe())
         if daemon.observations.queued:
             log.info("journal: %d observations to index again", daemon.observations.queued)
@@ -143,6 +177,7 @@ class Daemon:
             raise
         if repair is not None:
             log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
+        daemon._configure_export()
         try:
             daemon.approvals.open(paths.state, os.environ, now)
         except BaseException:
@@ -172,6 +207,11 @@ class Daemon:
             self._journal.sync()
             self._journal.close()
             self._journal = None
+        if self.exporter is not None:
+            if self._audit is not None:
+                self.exporter.report_losses(self._audit_append, time.time())
+            self.exporter.close()
+            self.exporter = None
         if self._audit is not None:
             self._audit.close()
             self._audit = None
@@ -198,6 +238,20 @@ class Daemon:
     def _audit_append(self, fields: dict[str, Any], now: float) -> None:
         self.audit.append(fields, now)
 
+    def _put_policy_in_force(self, policy: Policy) -> None:
+        """A reload committed: the engine decides by it, and audit export follows its settings."""
+        self.engine.set_policy(policy)
+        self._configure_export()
+
+    def _configure_export(self) -> None:
+        """(Re)start audit export when `audit_export` changed (at start and after a reload)."""
+        config = self.policy.export_config
+        if self.exporter is None or config != self.exporter.config:
+            if self.exporter is not None:
+                self.exporter.close(timeout=0)  # the old senders finish on their own
+            self.exporter = Exporter(config) if config is not None and not config.empty else None
+            self.audit.tap = self.exporter.tap(self._audit_append) if self.exporter is not None else None
+
     def maybe_compact(self) -> None:
         queued = self.observations.queued_bytes  # what a rewrite must copy
         reclaimable = self.journal.size - queued
@@ -210,9 +264,8 @@ class Daemon:
         except (OSError, ProtocolError) as exc:
             log.error("journal: compaction failed, keeping the journal as it is: %s", exc)
             return
-        self._compact_floor = max(
-            COMPACT_AFTER_BYTES, 2 * (self.journal.size - self.observations.queued_bytes)
-        )
+        self._kept_bytes = self.journal.size - self.observations.queued_bytes
+        self._compact_floor = max(COMPACT_AFTER_BYTES, 2 * self._kept_bytes)
         log.info("journal: compacted to %d bytes", self.journal.size)
 
     def _snapshot_entries(self) -> Iterator[Entry]:
@@ -221,15 +274,46 @@ class Daemon:
             yield {"k": "events", "events": events[i : i + SNAPSHOT_EVENTS_PER_FRAME]}
         yield from self.observations.snapshot_entries()
 
+    # ---- the end of sessions ------------------------------------------------------------------
+
+    def sweep(self, now: float) -> None:
+        """Archive sessions idle past the grace period, expire taint past retention, compact if it pays."""
+        ended = self.registry.ended(now, self.session_grace)
+        events: list[EngineEvent] = []
+        for session in ended:
+            events.extend(self.engine.end_session(session.key))
+        events.extend(self.engine.expire_taint(now, self.policy.base.settings.taint_retention))
+        if not events:
+            return
+        self._journal_events(events)
+        for session in ended:
+            self.observations.forget(session.instances)
+            self.registry.remove(session.key)
+            self.audit.append(session.ended_record(self.session_grace), now)
+        reclaimable = self.journal.size - self.observations.queued_bytes
+        idle = not any(s.connections for s in self.registry.sessions.values())
+        if reclaimable > ARCHIVE_COMPACT_MIN_BYTES and (idle or reclaimable > 2 * self._kept_bytes):
+            self.compact()  # when it pays, or when the last client has gone (a rewrite then costs no one)
+
+    async def _sweep_sessions(self) -> None:
+        while True:
+            await anyio.sleep(sweep_interval(self.session_grace))
+            try:
+                self.sweep(time.time())
+            except (OSError, ProtocolError) as exc:  # the disk refused: try again at the next sweep
+                log.error("sessions: archiving failed, retrying later: %s", exc)
+
     # ---- serving ------------------------------------------------------------------------------
 
     async def serve(self, sock: socket.socket) -> None:
         """Serve until SIGTERM or SIGINT. Takes ownership of `sock`."""
         listener = await anyio.abc.SocketListener.from_socket(sock)
         async with listener, anyio.create_task_group() as tg:
-            await tg.start(self._watch_signals, tg.cancel_scope)
+            await tg.start(self._watch_signals, tg)
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
+            tg.start_soon(self._sweep_sessions)
+            tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
             while True:
                 try:
@@ -241,16 +325,16 @@ class Daemon:
                 tg.start_soon(self._handle, stream)
 
     async def _watch_signals(
-        self, scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
-                    self.reload()
+                    tg.start_soon(self.reloader.reload, time.time)
                     continue
                 log.info("%s: shutting down", signal.Signals(signum).name)
-                scope.cancel()
+                tg.cancel_scope.cancel()
                 return
 
     async def _handle(self, stream: anyio.abc.SocketStream) -> None:
@@ -271,7 +355,7 @@ class Daemon:
             except Exception:  # a bug must cost one connection, not the daemon
                 log.exception("connection from pid %s failed", cred.pid)
             finally:
-                self.registry.disconnect(conn.caller.server)
+                self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -312,7 +396,12 @@ class Daemon:
         if session:
             identity = ServerIdentity(server, tuple(upstream)) if server else None
             caller.session, caller.server = self.registry.connect(
-                session, identity, shim_pid=msg.get("pid"), client_pid=msg.get("client_pid"), now=time.time()
+                session,
+                identity,
+                shim_pid=msg.get("pid"),
+                client_pid=msg.get("client_pid"),
+                now=time.time(),
+                instance=caller.instance,
             )
         reply = wire.reply(
             rid, daemon_pid=os.getpid(), version=wire.PROTOCOL_VERSION, daemon_version=__version__
@@ -398,6 +487,8 @@ class Daemon:
         if asked:
             record["code"] = asked["code"]
             self.approvals.remember_arguments(asked["code"], call.arguments)
+        if msg.get("request_id_json") is not None:  # exact where request_id cannot be (a float, ...)
+            record["request_id_json"] = msg["request_id_json"]
         self.audit.append(record, now)
         session.counts[verdict.verdict] += 1
         self.maybe_compact()
@@ -427,21 +518,11 @@ class Daemon:
     # ---- policy, pins, vouching ---------------------------------------------------------------
 
     def reload(self) -> str | None:
-        now = time.time()
-        error = self.policy.reload(now)
-        if error is None:
-            self.engine.set_policy(self.policy.base)
-            log.info("reload: policy loaded from %s", self.policy.user_path)
-            self.audit.append(
-                {"rule": "policy.reloaded", "reason": f"policy loaded from {self.policy.user_path}"}, now
-            )
-        else:
-            log.error("reload failed, keeping the policy in force: %s", error)
-            self.audit.append({"rule": "policy.reload_failed", "reason": error}, now)
-        return error
+        """Reload policy.yaml here and now (an "always" answer that edited it). None, or why not."""
+        return self.reloader.reload_now(time.time())
 
-    def reload_op(self, caller: Caller, rid: int, msg: wire.ReloadRequest) -> dict[str, Any]:
-        return wire.reply(rid, error=self.reload())
+    async def reload_op(self, caller: Caller, rid: int, msg: wire.ReloadRequest) -> dict[str, Any]:
+        return wire.reply(rid, error=await self.reloader.reload(time.time))
 
     def pins(self, caller: Caller, rid: int, msg: wire.PinsRequest) -> dict[str, Any]:
         servers = []
@@ -522,12 +603,9 @@ class Daemon:
             "audit": str(self.paths.audit),
             "head": self.audit.head,  # hash of the last audit record: compare with `audit verify`
             "records": self.audit.records,  # audit records written since this daemon started
+            "export": self.exporter.public() if self.exporter is not None else None,
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
-
-
-def _ping(caller: Caller, rid: int, msg: wire.PingRequest) -> dict[str, Any]:
-    return wire.reply(rid)
 
 
 def socket_display_path(sock: socket.socket, fallback: Path) -> str:

@@ -248,6 +248,11 @@ class ObservationIndex:
             self._progress = anyio.Event()
         return self._progress
 
+    def forget(self, instances: set[str]) -> None:
+        """Shim instances of an archived session: none will replay, so their seqs need not be kept."""
+        for instance in instances:
+            self._seen.pop(instance, None)
+
     def _remember(self, instance: str | None, seq: int) -> None:
         if instance is None:
             return

@@ -33,6 +33,7 @@ import anyio
 
 from bouncerd import autostart
 from bouncerd.errors import AlreadyRunningError, BouncerError, UnsafeDirectoryError
+from bouncerd.managedpolicy import managed_source
 from bouncerd.paths import Paths, ensure_private_dir, resolve
 from bouncerd.server import listener
 from bouncerd.server.daemon import Daemon, socket_display_path
@@ -88,7 +89,11 @@ def _run_locked(environ: MutableMapping[str, str], paths: Paths) -> int:
     try:
         try:
             daemon = Daemon.start(
-                paths, socket_display_path(sock, paths.socket), expected_uid=os.getuid(), now=time.time()
+                paths,
+                socket_display_path(sock, paths.socket),
+                expected_uid=os.getuid(),
+                now=time.time(),
+                managed=managed_source(environ),
             )
         except (BouncerError, OSError) as exc:
             sock.close()

@@ -7,85 +7,25 @@ Commands render what the daemon says; they decide nothing. They find the daemon 
 A command's module is imported only when that command runs or shows its own help: the report,
 pydantic (through mcp), YAML and the policy code cost a hundred milliseconds and more, which
 ``bouncerctl --help`` and ``bouncerctl status`` have no use for. The group's help lists every
-command from the one-line summaries in `COMMANDS`, importing none of them; a test checks that each
+command, grouped, from the one-line summaries in `bouncerctl.helptext.COMMANDS`, importing none of
+them (and ``bouncerctl --help`` alone is answered before click is imported); a test checks that each
 summary is the one its command shows (tests/unit/test_ctl_lazy.py), and bench/cli_start.py measures
-the start-up.
+the start-up. Shell completion of command names reads the same table.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from gettext import gettext
-from typing import Any, Final
+from typing import Any
 
 import click
 
+from bouncerctl import helptext, term
+from bouncerctl.helptext import COMMANDS
 from bouncerd import __version__
 
-# Command name -> ("module:attribute" of its click command, its summary in `bouncerctl --help`).
-# The summary is what click makes of the command's docstring: its first sentence, on one line.
-COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
-    "approve": (
-        "bouncerctl.approve:approve",
-        "Approve the one call that CODE was issued for, after showing it.",
-    ),
-    "audit": ("bouncerctl.audit_cmd:audit", "Check the audit log."),
-    "demo": (
-        "bouncerctl.demo.run:demo",
-        "Run the demo: a hijacked agent against a helpdesk, through the real shim and daemon.",
-    ),
-    "doctor": (
-        "bouncerctl.doctor:doctor",
-        "Check the socket, daemon, shims, policy, audit chain, service and wrapped clients (read-only).",
-    ),
-    "hook": (
-        "bouncerctl.hook_cmd:hook",
-        "Client hook: reads the client's hook JSON on stdin, answers on stdout (see docs).",
-    ),
-    "init": (
-        "bouncerctl.init_cmd:init",
-        "Route your MCP clients' stdio servers through bouncer-shim (--undo puts them back).",
-    ),
-    "logs": ("bouncerctl.daemon_cmd:logs", "Print the end of the daemon's log; -f follows it as it grows."),
-    "pending": (
-        "bouncerctl.approve:pending",
-        "List the open one-time codes: what each would approve and when it expires.",
-    ),
-    "pins": (
-        "bouncerctl.pins:pins",
-        "Show or accept tool pins (trust on first use of name, description and schema).",
-    ),
-    "policy": ("bouncerctl.policy_cmd:policy", "Check policy files; migrate a bouncer-mcp 0.1.x one."),
-    "reload": (
-        "bouncerctl.policy_cmd:reload",
-        "Reload policy.yaml in the running daemon (a bad file keeps the policy in force).",
-    ),
-    "report": (
-        "bouncerctl.report:report",
-        "Write the review pack: tools and controls, findings, verdicts, OWASP and AIUC-1 mappings.",
-    ),
-    "restart": (
-        "bouncerctl.daemon_cmd:restart",
-        "Stop bouncerd if it runs and start it again, now (the autostart backoff is cleared).",
-    ),
-    "service": (
-        "bouncerctl.service:service",
-        "Run bouncerd as a per-user service (systemd user units, or a launchd agent on macOS).",
-    ),
-    "status": (
-        "bouncerctl.status:status",
-        "Show the daemon, the policy in force, what needs review, its sessions and verdict counts.",
-    ),
-    "stop": (
-        "bouncerctl.daemon_cmd:stop",
-        "Stop the running bouncerd (SIGTERM: it saves its journal and audit log first).",
-    ),
-    "tail": (
-        "bouncerctl.tail:tail",
-        "Print the latest audit records, one line each; -f follows the log as it grows.",
-    ),
-}
+__all__ = ["COMMANDS", "LazyGroup", "load_command", "main"]
 
 
 class LazyGroup(click.Group):
@@ -118,18 +58,21 @@ class LazyGroup(click.Group):
                 exc.command_name, exc.message, possibilities=self.list_commands(ctx), ctx=ctx
             ) from None
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """click's own listing, with a stand-in carrying the summary for each command not loaded."""
-        rows: list[tuple[str, click.Command]] = []
-        for name in self.list_commands(ctx):
-            loaded = self.commands.get(name)
-            command = loaded if loaded is not None else click.Command(name, help=self.lazy_commands[name][1])
-            if not command.hidden:
-                rows.append((name, command))
-        if rows:
-            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
-            with formatter.section(gettext("Commands")):
-                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in rows])
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The grouped help of `bouncerctl.helptext`, the text `bouncerctl --help` prints without click."""
+        hidden = frozenset(name for name, command in self.commands.items() if command.hidden)
+        formatter.write(helptext.render(ctx.terminal_width or term.columns(), hidden=hidden))
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[Any]:
+        """Command names with their summaries from the table: completing a name imports no command."""
+        from click.shell_completion import CompletionItem
+
+        items = [
+            CompletionItem(name, help=summary)
+            for name, (_, summary) in sorted(self.lazy_commands.items())
+            if name.startswith(incomplete)
+        ]
+        return [*items, *click.Command.shell_complete(self, ctx, incomplete)]
 
 
 def load_command(target: str) -> click.Command:

@@ -30,6 +30,7 @@ from typing import Any
 
 import click
 
+from bouncerctl import term
 from bouncerctl.common import RequestFailed, connect, local_clock
 from bouncerctl.status import format_duration
 from bouncerd.core.canon import visible
@@ -159,18 +160,17 @@ def pending(as_json: bool) -> None:
     if not codes:
         click.echo("no open codes")
         return
-    rows = [["CODE", "SERVER", "TOOL", "DESTINATION", "EXPIRES IN"]]
+    rows = [["CODE", "SERVER", "TOOL", "EXPIRES IN", "DESTINATION"]]
     for c in codes:
         rows.append(
             [
                 str(c["code"]),
                 visible(str(c["server"])),
                 visible(str(c["tool"])),
-                _shown(c.get("destination")),
                 format_duration(float(c.get("expires_in") or 0)),
+                _shown(c.get("destination")),
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    for line in term.table(rows, term.columns()):
+        term.echo(line)
     click.echo("approve one in your own terminal with: bouncerctl approve CODE")

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import click
 
+from bouncerctl import term
 from bouncerd.auditfiles import chain_files
 from bouncerd.core.audit import ChainResult, ChainWalker
 from bouncerd.paths import resolve
@@ -34,7 +35,7 @@ class ChainBroken(click.ClickException):
     exit_code = EXIT_BROKEN
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(self.format_message(), err=True)
+        term.say(self.format_message(), err=True)
 
 
 def walk_files(files: list[Path], expected_head: str | None = None) -> ChainResult:
@@ -107,11 +108,11 @@ def verify(file: Path | None, expected_head: str | None, as_json: bool) -> None:
         f"audit chain intact: {result.records} records in {len(files)} file{'s' if len(files) != 1 else ''} "
         f"({names}), head {result.head}"
     )
-    click.echo(summary)
+    term.echo("\n".join(term.fit(summary, term.columns())))
     if result.anchor is not None:
-        click.echo(
+        term.say(
             f"note: the oldest file continues one no longer kept (its last hash was {result.anchor})",
             err=True,
         )
     for aside in _torn_asides(live):
-        click.echo(f"note: {aside.name} holds a torn line bouncerd moved aside after a crash", err=True)
+        term.say(f"note: {aside.name} holds a torn line bouncerd moved aside after a crash", err=True)

@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import click
 
+from bouncerctl import term
 from bouncerd.client import Client
 from bouncerd.errors import DaemonRequestError, DaemonUnavailableError
 from bouncerd.paths import resolve
@@ -25,11 +26,16 @@ class DaemonNotRunning(click.ClickException):
     exit_code = EXIT_NOT_RUNNING
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(self.format_message(), err=True)
+        term.say(self.format_message(), err=True)
 
 
 class RequestFailed(click.ClickException):
+    """``Error: MESSAGE`` on stderr as click writes it, each line fitted to the terminal; exit 1."""
+
     exit_code = EXIT_REQUEST_FAILED
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        term.say(f"Error: {self.format_message()}", err=True)
 
 
 def connect() -> Client:

@@ -168,7 +168,10 @@ def restart() -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing lines as the daemon writes them.")
 def logs(count: int, follow: bool) -> None:
     """Print the end of the daemon's log; -f follows it as it grows."""  # fmt: skip
-    from bouncerctl.tail import Follower, last_lines  # the audit tail's reader, for any text file
+    from itertools import islice
+
+    from bouncerctl.audit_select import lines_backwards  # the audit tail's readers, for any text file
+    from bouncerctl.tail import Follower
 
     path = resolve(os.environ).daemon_log
     try:
@@ -180,8 +183,9 @@ def logs(count: int, follow: bool) -> None:
     except OSError as exc:
         raise RequestFailed(f"cannot read {path}: {exc.strerror or exc}") from None
     out = sys.stdout
-    for line in last_lines(fh, count):
+    for line in reversed(list(islice(lines_backwards(fh), count))):
         out.write(line.decode("utf-8", "replace"))
+    fh.seek(0, os.SEEK_END)  # follow from the end
     out.flush()
     if not follow:
         fh.close()

@@ -33,10 +33,11 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
-from bouncerctl import init_record, mcptoml
+from bouncerctl import init_record, mcptoml, term
 from bouncerctl import mcpconfig as mc
 from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
 from bouncerctl.init_hooks import update_hooks
@@ -183,23 +184,27 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str
     return lines
 
 
-def render_diff(plan: Plan, undo: bool, environ: Mapping[str, str]) -> str:
+def render_diff(plan: Plan, undo: bool, environ: Mapping[str, str], width: int | None = None) -> str:
+    """The unified diff, coloured, each line folded to `width` (a long JSON entry stays readable)."""
     assert plan.rewrite is not None
     label = "restored" if undo else "with Bouncer"
     shown = tilde(plan.location.path, environ)
     diff = unified_diff(plan.text, plan.rewrite.text, shown, label, plan.rewrite.edits)
     styled = []
-    for line in diff.splitlines(keepends=True):
+    for line in diff.splitlines():
         if line.startswith(("+++", "---")):
-            styled.append(click.style(line, bold=True))
+            style: dict[str, Any] = {"bold": True}
         elif line.startswith("+"):
-            styled.append(click.style(line, fg="green"))
+            style = {"fg": "green"}
         elif line.startswith("-"):
-            styled.append(click.style(line, fg="red"))
+            style = {"fg": "red"}
         elif line.startswith("@@"):
-            styled.append(click.style(line, fg="cyan"))
+            style = {"fg": "cyan"}
         else:
-            styled.append(line)
+            style = {}
+        marker = line[:1] if line[:1] in "+- " and not line.startswith(("+++", "---")) else " "
+        for piece in term.fold(line, width, indent=marker + "   "):
+            styled.append((term.style(piece, **style) if style else piece) + "\n")
     return "".join(styled)
 
 
@@ -345,24 +350,24 @@ def init(
         raise InitError("nothing was changed:\n  " + "\n  ".join(errors))
 
     for plan in plans:
-        click.echo("\n".join(summary(plan, undo, environ, env)))
+        term.echo("\n".join(term.lines_fit(summary(plan, undo, environ, env), term.columns())))
     pending = [plan for plan in plans if plan.rewrite is not None]
     if not pending:
         what = "wrapped" if undo else "to wrap"
-        click.echo(f"\nNothing to change: no {'stdio servers ' if not undo else 'servers '}{what}.")
+        term.say(f"\nNothing to change: no {'stdio servers ' if not undo else 'servers '}{what}.")
         if with_hooks:
             _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=dry_run)
         return
     for plan in pending:
-        click.echo("")
-        click.echo(render_diff(plan, undo, environ), nl=False)
+        term.say("")
+        term.echo(render_diff(plan, undo, environ, term.columns()), nl=False)
         assert plan.rewrite is not None
         if not plan.rewrite.in_place:
-            click.echo("(the file is re-formatted: its layout could not be kept)")
+            term.say("(the file is re-formatted: its layout could not be kept)")
     if dry_run:
         if with_hooks:
             _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=True)
-        click.echo("\nDry run: nothing written.")
+        term.say("\nDry run: nothing written.")
         return
     if not yes and not can_ask():
         raise InitError(
@@ -372,14 +377,14 @@ def init(
     written: list[Plan] = []
     failures: list[str] = []
     now = datetime.now(UTC)  # one timestamp for every backup of this run
-    click.echo("")
+    term.say("")
     for plan in pending:
         shown = tilde(plan.location.path, environ)
         if not yes and not click.confirm(f"Write {shown}?", default=False):
-            click.echo(f"left {shown} unchanged")
+            term.say(f"left {shown} unchanged")
             continue
         try:
-            click.echo(commit(plan, environ, now, undo=undo))
+            term.say(commit(plan, environ, now, undo=undo))
             written.append(plan)
         except InitError as exc:
             failures.append(exc.message)
@@ -387,9 +392,9 @@ def init(
         titles = sorted({plan.location.title for plan in written if plan.location.client != "file"})
         who = ", ".join(titles) if titles else "the client"
         if undo:
-            click.echo(f"\nRestart {who} to start the servers without Bouncer.")
+            term.say(f"\nRestart {who} to start the servers without Bouncer.")
         else:
-            click.echo(
+            term.say(
                 f"\nRestart {who} so the servers start through bouncer-shim.\n"
                 f"`bouncerctl status` lists them once they connect; `bouncerctl init --undo` puts them back."
             )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from bouncerctl import init_record
+from bouncerctl import init_record, term
 from bouncerctl.hook_settings import claude_settings_with_hooks, claude_settings_without_hooks
 from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
 from bouncerctl.mcpconfig import serialise
@@ -57,7 +57,7 @@ def update_hooks(
         raise InitError(f"{shown}: cannot update Claude Code's hooks: {exc}") from None
     if new == old:
         if wanted:
-            click.echo(f"\n{shown}: Bouncer's hooks are {'absent' if undo else 'already installed'}.")
+            term.say(f"\n{shown}: Bouncer's hooks are {'absent' if undo else 'already installed'}.")
         if undo:
             init_record.save(environ, init_record.Record(record.path))  # nothing of ours left to undo
         return
@@ -68,17 +68,17 @@ def update_hooks(
     else:  # in the file's own layout (indentation, line ends), so the diff shows only the hooks
         new_text = serialise(new, old_text) if old_text.strip() else json.dumps(new, indent=2) + "\n"
     new_bytes = new_text.encode("utf-8")
-    click.echo(f"\nClaude Code hooks ({'remove' if undo else 'vouch what you type, watch built-in tools'}):")
+    term.say(f"\nClaude Code hooks ({'remove' if undo else 'vouch what you type, watch built-in tools'}):")
     click.echo(unified_diff(old_text, new_text, shown, "hooks"), nl=False)
     if dry_run:
         return
     if not yes or wanted is None:
         if not (os.isatty(0) and os.isatty(1)):
             if wanted is None:
-                click.echo("(hooks left unchanged: re-run with --hooks to install them without a terminal)")
+                term.say("(hooks left unchanged: re-run with --hooks to install them without a terminal)")
                 return
         elif not click.confirm(f"Write {shown}?", default=False):
-            click.echo(f"left {shown} unchanged")
+            term.say(f"left {shown} unchanged")
             return
     if not undo:
         clean = claude_settings_without_hooks(old) == old
@@ -87,18 +87,18 @@ def update_hooks(
     try:
         if remove:
             path.unlink()
-            click.echo(f"removed {shown} (init had created it)")
+            term.say(f"removed {shown} (init had created it)")
         elif existed:
             st = path.stat()
             saved = backup(path, old_bytes, st.st_mode, now)
             write_atomically(path, new_bytes, st)
-            click.echo(f"wrote {shown} (backup: {saved.name})")
+            term.say(f"wrote {shown} (backup: {saved.name})")
         else:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(new_bytes)
-            click.echo(f"wrote {shown}")
+            term.say(f"wrote {shown}")
     except OSError as exc:
         raise InitError(f"{shown}: not written: {exc.strerror or exc}") from None
     if undo:

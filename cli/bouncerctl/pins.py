@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from bouncerctl import term
 from bouncerctl.common import RequestFailed, local_clock, request
 
 MARKS = {"pinned": "ok", "changed": "CHANGED", "new": "NEW", "not listed": "UNLISTED"}
@@ -52,6 +53,7 @@ def show(server: str | None, as_json: bool) -> None:
             raise RequestFailed(f"no server named {server!r} has listed its tools to this daemon")
         click.echo("no server has listed its tools yet")
         return
+    width = term.columns()
     for srv in servers:
         click.echo(_wrapped(f"{srv['name']}  ({' '.join(srv['upstream'])})", ""))
         for tool in srv["tools"]:
@@ -62,7 +64,8 @@ def show(server: str | None, as_json: bool) -> None:
                     click.echo(_wrapped(line, " " * (MARK_WIDTH + 4)))
         pending = [t["name"] for t in srv["tools"] if t["state"] in ("changed", "new")]
         if pending:
-            click.echo(f"  to trust them: bouncerctl pins accept {srv['name']} {' '.join(pending)}")
+            accept = f"  to trust them: bouncerctl pins accept {srv['name']} {' '.join(pending)}"
+            term.echo("\n".join(term.fit(accept, width)))
         click.echo("")
     click.echo(LEGEND)
 
@@ -84,14 +87,14 @@ def _waiting(tool: dict[str, Any]) -> list[str]:
 
 
 def _wrapped(line: str, indent: str) -> str:
-    """A diff or description line folded to the terminal's width, each piece under its +/- mark, so
-    nothing of a changed description is cut or lost off the edge."""
-    import shutil
+    """A diff or description line folded to the terminal's width (none on a pipe), each piece under
+    its +/- mark, so nothing of a changed description is cut or lost off the edge."""
     import textwrap
 
-    width = max(MIN_WIDTH, shutil.get_terminal_size().columns) - len(indent)
-    if len(line) <= width:
+    columns = term.columns()
+    if columns is None or term.cells(indent + line) <= columns:
         return indent + line
+    width = max(MIN_WIDTH, columns) - len(indent)
     mark = line[:1] if line[:1] in ("+", "-", " ") else ""
     pieces = textwrap.wrap(line[len(mark) :], width - len(mark), drop_whitespace=False) or [""]
     return "\n".join(indent + mark + piece for piece in pieces)

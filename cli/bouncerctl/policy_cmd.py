@@ -5,6 +5,8 @@ finds (file, line, key, reason; one per independent part: a top-level key, a ser
 then one verdict line: ``OK`` (exit 0) or ``N errors`` (exit 1). With no file it checks the policy in
 force: the file the running daemon names, else this environment's policy.yaml. ``--verbose`` adds
 the effective policy per tool, each value with the layer that decided it.
+The administrator's managed policy, if installed, is the layer under the files, and a file that
+loosens it is refused as the daemon would refuse it.
 `reload` asks the running daemon to reload policy.yaml; a bad file keeps the policy in force.
 """
 
@@ -68,10 +70,26 @@ def check(files: tuple[str, ...], verbose: bool) -> None:
             layers.append(read_policy(path, errors))
         except PolicyError as exc:  # the file as a whole: unreadable, not YAML, too large
             errors.append(exc)
+    from bouncerd.core.managed import check_layer
+    from bouncerd.managedpolicy import managed_source, read_managed
+
+    managed = None
+    try:
+        managed = read_managed(managed_source(os.environ))  # below every file, as in the daemon
+        if managed is not None:
+            check_layer(managed, managed)
+    except PolicyError as exc:
+        errors.append(exc)
+    if managed is not None:
+        for layer in layers:
+            try:
+                check_layer(managed, layer)
+            except PolicyError as exc:
+                errors.append(exc)
     effective = None
     if not errors:
         try:
-            effective = merge(layers)
+            effective = merge([managed, *layers] if managed is not None else layers)
         except PolicyError as merge_error:
             errors.append(merge_error)
     for problem in errors:

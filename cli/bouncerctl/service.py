@@ -46,6 +46,7 @@ from xml.sax.saxutils import escape as xml_escape
 
 import click
 
+from bouncerctl import term
 from bouncerd.client import Client
 from bouncerd.errors import BouncerError
 from bouncerd.paths import ensure_private_dir, resolve
@@ -326,16 +327,16 @@ def install(manager: str, dry_run: bool) -> None:
     environ = os.environ
     chosen = choose(manager, environ)
     if environ.get("BOUNCER_HOME"):
-        click.echo(
+        term.say(
             "warning: BOUNCER_HOME is set in this shell; the service uses the standard directories, and "
             "shims started with BOUNCER_HOME will not find it.",
             err=True,
         )
     if dry_run:
         for path in chosen.paths():
-            click.echo(f"would write {path}:\n")
+            term.say(f"would write {path}:\n")
             click.echo(chosen.files[path.name])
-        click.echo(f"would run: {shell_line(chosen.install_commands)}")
+        term.say(f"would run: {shell_line(chosen.install_commands)}")
         return
     before = running_daemon(environ)
     if chosen.name == "launchd":
@@ -344,7 +345,7 @@ def install(manager: str, dry_run: bool) -> None:
     for path in chosen.paths():
         wrote = write_file(path, chosen.files[path.name])
         changed = changed or wrote
-        click.echo(f"{'wrote' if wrote else 'unchanged'} {path}")
+        term.say(f"{'wrote' if wrote else 'unchanged'} {path}")
     commands = list(chosen.install_commands)
     if chosen.name == "systemd" and changed:
         commands.append(
@@ -361,17 +362,17 @@ def install(manager: str, dry_run: bool) -> None:
                 f"  {shell_line(chosen.install_commands)}\n"
                 f"Until then bouncer-shim starts bouncerd itself when it needs it."
             )
-        click.echo(f"ran {' '.join(command)}")
+        term.say(f"ran {' '.join(command)}")
     if before is not None:
         managed = systemd_main_pid(run_command) if chosen.name == "systemd" else None
         if before != managed and _is_ours(before) and terminate(before):
-            click.echo(
+            term.say(
                 f"stopped the bouncerd (pid {before}) running outside the service; the service takes over"
             )
     if chosen.name == "systemd":
-        click.echo(f"installed: bouncerd starts at the first connection to {resolve(environ).socket}")
+        term.say(f"installed: bouncerd starts at the first connection to {resolve(environ).socket}")
     else:
-        click.echo(f"installed: bouncerd runs from login on; its log is {resolve(environ).daemon_log}")
+        term.say(f"installed: bouncerd runs from login on; its log is {resolve(environ).daemon_log}")
 
 
 def _unreachable(done: Outcome) -> bool:
@@ -394,27 +395,27 @@ def uninstall(manager: str, dry_run: bool) -> None:
     chosen = choose(manager, os.environ)
     present = [path for path in chosen.paths() if path.exists()]
     if not present:
-        click.echo(f"not installed (no {', '.join(str(p) for p in chosen.paths())})")
+        term.say(f"not installed (no {', '.join(str(p) for p in chosen.paths())})")
         return
     if dry_run:
-        click.echo(f"would run: {shell_line(chosen.uninstall_commands)}")
+        term.say(f"would run: {shell_line(chosen.uninstall_commands)}")
         for path in present:
-            click.echo(f"would remove {path}")
+            term.say(f"would remove {path}")
         if chosen.reload_commands:
-            click.echo(f"would run: {shell_line(chosen.reload_commands)}")
+            term.say(f"would run: {shell_line(chosen.reload_commands)}")
         return
     problem = None
     for command in chosen.uninstall_commands:
         done = run_command(command)
         if done.returncode == 0:
-            click.echo(f"ran {' '.join(command)}")
+            term.say(f"ran {' '.join(command)}")
         elif chosen.name == "launchd" or _unreachable(done):
             problem = problem or _failure(command, done)  # nothing to stop through it: remove the files
         else:
             raise ServiceError(f"{_failure(command, done)}\nNothing was removed.")
     for path in present:
         path.unlink(missing_ok=True)
-        click.echo(f"removed {path}")
+        term.say(f"removed {path}")
     if problem is None:
         for command in chosen.reload_commands:
             done = run_command(command)
@@ -425,7 +426,7 @@ def uninstall(manager: str, dry_run: bool) -> None:
             f"{problem}\nThe unit files are removed. If a systemd user manager of yours runs elsewhere, run "
             f"there:\n  systemctl --user stop {SOCKET_UNIT} {SERVICE_UNIT} && systemctl --user daemon-reload"
         )
-    click.echo("uninstalled: bouncer-shim starts bouncerd itself again when it needs it")
+    term.say("uninstalled: bouncer-shim starts bouncerd itself again when it needs it")
 
 
 @service.command()
@@ -436,7 +437,7 @@ def status(manager: str) -> None:
     chosen = choose(manager, environ)
     paths = resolve(environ)
     installed = True
-    click.echo(f"service manager: {chosen.name} (user)")
+    term.say(f"service manager: {chosen.name} (user)")
     for path in chosen.paths():
         try:
             current = path.read_text(encoding="utf-8")
@@ -451,19 +452,19 @@ def status(manager: str) -> None:
                 if current == chosen.files[path.name]
                 else "installed, differs (run install again)"
             )
-        click.echo(f"  {path}: {state}")
+        term.say(f"  {path}: {state}")
     if installed:
-        click.echo("\n".join(_manager_state(chosen)))
+        term.say("\n".join(_manager_state(chosen)))
     if chosen.name == "systemd":
         runtime = environ.get("XDG_RUNTIME_DIR", "")
         if runtime:
             unit_socket = listen_path(chosen.files[SOCKET_UNIT], runtime)
             note = "" if unit_socket == str(paths.socket) else f" (but shims started here use {paths.socket})"
-            click.echo(f"socket: {unit_socket}{note}")
+            term.say(f"socket: {unit_socket}{note}")
         else:
-            click.echo("socket: unknown here (XDG_RUNTIME_DIR is not set)")
+            term.say("socket: unknown here (XDG_RUNTIME_DIR is not set)")
     pid = running_daemon(environ)
-    click.echo(f"daemon: {f'answering (pid {pid})' if pid else 'not running'} on {paths.socket}")
+    term.say(f"daemon: {f'answering (pid {pid})' if pid else 'not running'} on {paths.socket}")
     if not installed:
         raise SystemExit(EXIT_NOT_INSTALLED)
 

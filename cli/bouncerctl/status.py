@@ -1,25 +1,30 @@
 """``bouncerctl status``: is the daemon up, what is in force, what waits for a person, what it decided.
 
-Shown: the daemon (pid, uptime, socket, state directory), the audit log and its chain head (the hash
-of the last record: note it somewhere else, and ``bouncerctl audit verify --head HASH`` later proves
-no record was cut from the end), the policy in force (its file, whether the last reload failed, the
-settings), tools whose pins need review (``new`` or ``changed``: calls to them are refused), the open
-approval codes, then each session with its servers and verdict counts.
+It opens with one health line, like ``systemctl status``: a dot coloured green (nothing waits for a
+person), yellow (an ask waits, or a tool needs review) or red (the last policy reload failed), the
+daemon's version, pid and uptime, then the live sessions, the policy's state, the asks waiting and
+the tools to review. Then: the daemon's socket and state directory, the audit log and its chain head
+(the hash of the last record: note it somewhere else, and ``bouncerctl audit verify --head HASH``
+later proves no record was cut from the end), the policy in force (its file, whether the last reload
+failed, the settings), tools whose pins need review (``new`` or ``changed``: calls to them are
+refused), the open approval codes, then each live session, named by its client (the clientInfo of
+the MCP initialize) and the client's pid, with its servers and verdict counts. Sessions whose servers
+have all disconnected have ended: they are counted in one line, not listed.
 
-``--json`` prints the replies as they are (for scripts); without it they are rendered as aligned
-text. Exit 3 with one line on stderr when no daemon answers. The pins and approvals come from their
-own ops on the same connection; a daemon that does not offer one is shown as "unknown", not an error.
+``--json`` prints the replies as they are, every session included (for scripts); without it the text
+is fitted to the terminal's width (`bouncerctl.term`: long values wrap under themselves, never cut).
+Exit 3 with one line on stderr when no daemon answers. The pins and approvals come from their own
+ops on the same connection; a daemon that does not offer one is shown as "unknown", not an error.
 """
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Sequence
 from typing import Any
 
 import click
 
-from bouncerctl.common import DaemonNotRunning, RequestFailed, connect
+from bouncerctl import term
+from bouncerctl.common import DaemonNotRunning, RequestFailed, connect, local_clock
 from bouncerd import wire
 from bouncerd.client import Client
 from bouncerd.errors import DaemonRequestError, DaemonUnavailableError
@@ -53,7 +58,7 @@ def status(as_json: bool) -> None:
 
         click.echo(json.dumps(body, indent=2, ensure_ascii=False))
     else:
-        click.echo(render(body))
+        term.echo(render(body, term.columns()))
 
 
 def _optional(client: Client, op: str, key: str) -> list[dict[str, Any]] | None:
@@ -76,8 +81,13 @@ def _to_review(servers: list[dict[str, Any]]) -> list[dict[str, str]]:
     ]
 
 
-def render(body: dict[str, Any]) -> str:
+def render(body: dict[str, Any], width: int | None = None) -> str:
+    """The health line, the daemon's rows, then each live session; ended sessions are counted."""
     daemon = body["daemon"]
+    sessions = body["sessions"]
+    live = [s for s in sessions if is_live(s)]
+    ended = len(sessions) - len(live)
+    lines = [*health_line(body, live=len(live), ended=ended, width=width), ""]
     rows = [
         ["socket", str(daemon.get("socket", ""))],
         ["state", str(daemon.get("state_dir", ""))],
@@ -89,17 +99,44 @@ def render(body: dict[str, Any]) -> str:
     rows += _policy_rows(body.get("policy"))
     rows.append(["review", _review_text(body.get("pins_to_review"))])
     rows.append(["approvals", _pending_text(body.get("pending"))])
-    lines = [
-        f"bouncerd {daemon.get('version', '?')}   pid {daemon.get('pid', '?')}   "
-        f"up {format_duration(float(daemon.get('uptime') or 0))}",
-        *_table(rows, indent=""),
-    ]
-    sessions = body["sessions"]
+    lines += term.table(rows, width)
+    for session in live:
+        lines += ["", *_session_lines(session, width)]
     if not sessions:
         lines += ["", "no sessions yet"]
-    for session in sessions:
-        lines += ["", *_session_lines(session)]
+    elif ended:
+        summary = f"{ended} ended session{'s' if ended != 1 else ''} (no server connected; --json lists them)"
+        lines += ["", *term.wrap(summary, width)]
     return "\n".join(lines)
+
+
+def is_live(session: dict[str, Any]) -> bool:
+    """A session with a server still connected; one whose shims have all gone has ended."""
+    return any(server.get("connected") for server in session.get("servers") or [])
+
+
+def health_line(body: dict[str, Any], *, live: int, ended: int, width: int | None) -> list[str]:
+    """One line, like systemctl's: a coloured dot, the daemon, then what needs a person."""
+    daemon = body["daemon"]
+    policy = body.get("policy")
+    failed = isinstance(policy, dict) and policy.get("state") == "reload failed"
+    review = body.get("pins_to_review") or []
+    pending = body.get("pending") or []
+    parts = [
+        f"{live} session{'s' if live != 1 else ''}" + (f" ({ended} ended)" if ended else ""),
+        "policy " + ("RELOAD FAILED" if failed else "loaded" if isinstance(policy, dict) else "unknown"),
+    ]
+    if pending:
+        parts.append(f"{len(pending)} ask{'s' if len(pending) != 1 else ''} waiting")
+    if review:
+        parts.append(f"{len(review)} tool{'s' if len(review) != 1 else ''} to review")
+    colour = "red" if failed else "yellow" if pending or review else "green"
+    head = (
+        f"{term.style('●', fg=colour, bold=True)} bouncerd {daemon.get('version', '?')} "
+        f"{term.style('active', fg=colour, bold=True)}, pid {daemon.get('pid', '?')}, "
+        f"up {format_duration(float(daemon.get('uptime') or 0))}"
+    )
+    return term.wrap_parts([head, *parts], width)
 
 
 def _policy_rows(policy: Any) -> list[list[str]]:
@@ -110,7 +147,11 @@ def _policy_rows(policy: Any) -> list[list[str]]:
     source = path if present else f"{path} (absent: built-in packs and defaults)"
     if policy.get("state") == "reload failed":
         error = str(policy.get("reload_error") or "").splitlines()
-        state = "RELOAD FAILED, the earlier policy is still in force: " + (error[0] if error else "?")
+        state = term.style("RELOAD FAILED", fg="red", bold=True) + ", the earlier policy is still in force: "
+        state += error[0] if error else "?"
+        failed_at = (policy.get("reload_failure") or {}).get("at")
+        if isinstance(failed_at, int | float):
+            state += f" (at {local_clock(failed_at)})"
     else:
         state = "loaded"
     settings = policy.get("settings") or {}
@@ -143,23 +184,25 @@ def _pending_text(codes: Any) -> str:
     return f"{len(codes)} waiting: {named}{more}; see bouncerctl pending"
 
 
-def _session_lines(session: dict[str, Any]) -> list[str]:
+def session_name(session: dict[str, Any]) -> str:
+    """A session as a person knows it: its client's name and version, and the client's pid."""
     client = session.get("client") or {}
     who = (
         " ".join(str(part) for part in (client.get("name"), client.get("version")) if part)
         or "unknown client"
     )
+    if session.get("client_pid"):
+        who += f", pid {session['client_pid']}"
     if client.get("protocol"):
         who += f" (protocol {client['protocol']})"
+    return who
+
+
+def _session_lines(session: dict[str, Any], width: int | None) -> list[str]:
     counts = session.get("counts") or {}
-    lines = _table(
-        [
-            ["session", str(session.get("key", ""))],
-            ["client", who],
-            ["verdicts", "  ".join(f"{kind} {counts.get(kind, 0)}" for kind in ("allow", "deny", "ask"))],
-        ],
-        indent="",
-    )
+    verdicts = "  ".join(f"{kind} {counts.get(kind, 0)}" for kind in ("allow", "deny", "ask"))
+    name = term.style(session_name(session), bold=True)
+    lines = [*term.fit(name, width), *term.fit(f"  {verdicts}  (session {session.get('key', '')})", width)]
     servers = session.get("servers") or []
     if servers:
         rows = [["SERVER", "STATE", "TOOLS", "SHIM PID", "UPSTREAM"]]
@@ -171,29 +214,17 @@ def _session_lines(session: dict[str, Any]) -> list[str]:
                     "connected" if server.get("connected") else "gone",
                     "-" if tools is None else str(tools),
                     str(server.get("shim_pid") or "-"),
-                    shlex.join(server.get("upstream") or []),
+                    _command(server.get("upstream") or []),
                 ]
             )
-        lines += _table(rows, indent="  ", right={2, 3})
+        lines += term.table(rows, width, indent="  ", right={2, 3})
     return lines
 
 
-def _table(rows: Sequence[Sequence[str]], *, indent: str, right: set[int] | None = None) -> list[str]:
-    """Columns padded to their widest cell; the last column is never padded."""
-    right = right or set()
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    out = []
-    for row in rows:
-        cells = []
-        for i, cell in enumerate(row):
-            if i == len(row) - 1:
-                cells.append(cell)
-            elif i in right:
-                cells.append(cell.rjust(widths[i]))
-            else:
-                cells.append(cell.ljust(widths[i]))
-        out.append((indent + "  ".join(cells)).rstrip())
-    return out
+def _command(argv: list[str]) -> str:
+    import shlex  # only for sessions that have servers
+
+    return shlex.join(argv)
 
 
 def format_duration(seconds: float) -> str:

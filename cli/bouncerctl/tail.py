@@ -1,29 +1,32 @@
-"""``bouncerctl tail [-f] [-n N]``: the audit log as it happens, one readable line per record.
+"""``bouncerctl tail [-f] [-n N]``: the audit log as it happens, one readable record at a time.
 
-Each verdict shows local time, server, tool, the verdict (coloured on a terminal: allow green, ask
-yellow, deny red), the rule and the reason, cut to the terminal's width; piped, lines are plain and
-whole. Records that are not verdicts (policy reloads, pins accepted, approvals, audit repairs and
-rotations) are shown too, marked with their kind in place of a verdict. A line that is not an audit
-record is shown as such, never skipped silently and never a crash. Argument values are not shown.
+Each verdict shows local time, the verdict (coloured where colour is on: allow green, ask yellow,
+deny red), server, tool, the rule and the reason. On a terminal the record is fitted to its width: a
+reason that does not fit beside the rest is wrapped under it, indented, never cut. Piped, each record
+is one plain line in padded columns, whole, for grep; ``--json`` prints each record as one line of
+JSON, as the daemon wrote it. Records that are not verdicts (policy reloads, pins accepted,
+approvals, audit repairs and rotations) are shown too, marked with their kind in place of a verdict.
+A line that is not an audit record is shown as such, never skipped silently and never a crash.
+Argument values are not shown (the records hold only their digests unless the policy says otherwise).
 
-``-n N`` starts with the last N records, found by reading the file backwards in slices (a large log
-is not read whole). ``-f`` then follows the file: `Follower` polls for appended bytes, hands on only
-whole lines, and when the daemon rotates the log (the file at the path is a new one) it finishes the
-old file, reads any file rotated in between, and continues at the start of the new one.
+``--server``, ``--verdict`` and ``--since`` select records (`bouncerctl.audit_select`); ``-n N``
+starts with the last N that pass, found by reading the log backwards in slices, across rotated files
+(a large log is not read whole). ``-f`` then follows the file: `Follower` polls for appended bytes,
+hands on only whole lines, and when the daemon rotates the log (the file at the path is a new one) it
+finishes the old file, reads any file rotated in between, and continues at the start of the new one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-import shutil
-import sys
 import time
 from pathlib import Path
 from typing import IO, Any
 
 import click
 
+from bouncerctl import term
 from bouncerd.auditfiles import predecessors
 from bouncerd.core.audit import loads_line
 from bouncerd.paths import resolve
@@ -32,19 +35,22 @@ from bouncerd.paths import resolve
 # idle follower costs a stat call four times a second.
 FOLLOW_POLL_SECONDS = 0.25
 
-# Reading backwards for -n in slices of this size.
-TAIL_CHUNK_BYTES = 64 * 1024
-
 # A line the follower is still waiting to see end is held up to this size; a longer one (a huge
 # record) is shown as it stands once the limit is reached, so memory stays bounded.
 MAX_PENDING_BYTES = 80 * 1024 * 1024
 
 VERDICT_STYLE = {"allow": ("green", False), "ask": ("yellow", True), "deny": ("red", True)}
+VERDICTS = tuple(VERDICT_STYLE)
+# Piped (one record a line, for grep) the columns are padded to these widths; longer names are kept
+# whole and push the rest right. On a terminal the columns give way to a line fitted to its width.
 SERVER_WIDTH, TOOL_WIDTH, KIND_WIDTH, RULE_WIDTH = 12, 20, 8, 26
 
+# `-n` when no --since is given: a screenful.
+DEFAULT_COUNT = 10
 
-def _fit(text: str, width: int) -> str:
-    return text.ljust(width) if len(text) <= width else text[: width - 1] + "…"
+
+def _pad(text: str, width: int) -> str:
+    return term.pad(text, width)
 
 
 def _local_time(ts: Any) -> str:
@@ -53,7 +59,7 @@ def _local_time(ts: Any) -> str:
     try:
         moment = dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone()
     except ValueError:
-        return _fit(ts, 15)
+        return _pad(ts, 15)
     return moment.strftime("%b %d %H:%M:%S")
 
 
@@ -63,54 +69,78 @@ def event_kind(rule: str) -> str:
     return family.upper()[:KIND_WIDTH]
 
 
+NOT_A_RECORD = "(a line that is not an audit record: torn, edited or foreign)"
+
+
+def is_record(obj: Any) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("ts"), str)
+
+
+def shown(value: Any) -> str:
+    """A value from a record as it may reach a terminal: invisible and bidi characters escaped.
+
+    Tool names and destinations come from servers and agents: printed raw, a right-to-left override
+    or a zero-width space would make the line say something else. Plain printable ASCII is shown as
+    it is; anything else goes through the daemon's own `canon.visible` (imported only then: it costs
+    more than the rest of `tail`).
+    """
+    text = str(value)
+    if text.isascii() and text.isprintable():
+        return text
+    from bouncerd.core.canon import visible
+
+    return visible(text)
+
+
+def _cut_destination(obj: dict[str, Any], reason: str) -> str | None:
+    """The record's destination, when the reason shows it only in part (the daemon shortens it there)."""
+    destination = obj.get("destination")
+    if not isinstance(destination, str) or not destination:
+        return None
+    return None if shown(destination) in reason else shown(destination)
+
+
 def format_record(obj: Any, *, width: int | None) -> str:
-    """One line for one parsed audit line (styled; click.echo strips the style when piped)."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("ts"), str):
-        return click.style("(a line that is not an audit record: torn, edited or foreign)", fg="magenta")
+    """The text for one parsed audit line (styled; the style is stripped where colour is off).
+
+    With `width` None (a pipe) it is one line in padded columns, the reason whole at its end. With a
+    width it is fitted to it: time, verdict, server/tool and rule on the first line, and a reason that
+    does not fit beside them wrapped under it, indented; nothing is cut. A destination the reason
+    holds only shortened is shown whole after it.
+    """
+    if not is_record(obj):
+        return term.style(NOT_A_RECORD, fg="magenta")
     verdict = obj.get("verdict")
-    rule = str(obj.get("rule") or "")
-    server = str(obj.get("server") or "-")
-    tool = str(obj.get("tool") or "-")
+    rule = shown(obj.get("rule") or "")
+    server = shown(obj.get("server") or "-")
+    tool = shown(obj.get("tool") or "-")
     if isinstance(verdict, str) and verdict in VERDICT_STYLE:
         colour, bold = VERDICT_STYLE[verdict]
-        mark = click.style(_fit(verdict.upper(), KIND_WIDTH), fg=colour, bold=bold)
+        label, styles = verdict.upper(), {"fg": colour, "bold": bold}
     else:
-        mark = click.style(_fit(event_kind(rule), KIND_WIDTH), fg="cyan")
-    reason = " ".join(str(obj.get("reason") or "").split())
-    head = (
-        f"{click.style(_local_time(obj['ts']), dim=True)}  {_fit(server, SERVER_WIDTH)}  "
-        f"{_fit(tool, TOOL_WIDTH)}  {mark}  {_fit(rule, RULE_WIDTH)}  "
-    )
-    if width is not None:
-        room = width - len(click.unstyle(head))
-        reason = reason if len(reason) <= room else (reason[: max(room - 1, 0)] + "…" if room > 1 else "")
-    return (head + reason).rstrip()
-
-
-def last_lines(fh: IO[bytes], count: int) -> list[bytes]:
-    """The last `count` lines of a file (a torn last line counts), reading backwards in slices."""
-    end = fh.seek(0, os.SEEK_END)
-    if count <= 0:
-        return []
-    chunks: list[bytes] = []
-    newlines = 0
-    pos = end
-    while pos > 0 and newlines <= count:
-        step = min(TAIL_CHUNK_BYTES, pos)
-        pos -= step
-        fh.seek(pos)
-        chunk = fh.read(step)
-        chunks.append(chunk)
-        newlines += chunk.count(b"\n")
-    fh.seek(end)
-    data = b"".join(reversed(chunks))
-    lines = [line + b"\n" for line in data.split(b"\n")]
-    lines[-1] = lines[-1][:-1]  # what follows the last newline: empty, or a torn line
-    if not lines[-1]:
-        lines.pop()
-    if pos > 0:
-        lines = lines[1:]  # the first piece may be the end of an earlier line
-    return lines[-count:]
+        label, styles = event_kind(rule), {"fg": "cyan"}
+    reason = shown(" ".join(str(obj.get("reason") or "").split()))
+    destination = _cut_destination(obj, reason)
+    when = term.style(_local_time(obj["ts"]), dim=True)
+    if width is None:
+        mark = term.style(_pad(label, KIND_WIDTH), **styles)
+        head = (
+            f"{when}  {_pad(server, SERVER_WIDTH)}  {_pad(tool, TOOL_WIDTH)}  {mark}  "
+            f"{_pad(rule, RULE_WIDTH)}  "
+        )
+        return (head + reason + (f"  destination: {destination}" if destination else "")).rstrip()
+    mark = term.style(_pad(label, 6), **styles)
+    where = "/".join(shown(part) for part in (obj.get("server"), obj.get("tool")) if part)
+    what = "  ".join(part for part in (where, rule) if part)
+    head = f"{when}  {mark}  {what}"
+    if not destination and term.cells(head) + 2 + term.cells(reason) <= width:
+        return f"{head}  {reason}".rstrip()
+    lines = term.wrap(what, width, first=f"{when}  {mark}  ")
+    if reason:
+        lines += term.wrap(reason, width, first=term.HANG, indent=term.HANG)
+    if destination:
+        lines += term.wrap(destination, width, first=term.HANG + "destination: ", indent=term.HANG)
+    return "\n".join(lines)
 
 
 class Follower:
@@ -189,8 +219,14 @@ class Follower:
             self.fh.close()
 
 
-def _width() -> int | None:
-    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+def _show(line: bytes, obj: Any, *, as_json: bool) -> None:
+    if not as_json:
+        term.echo(format_record(obj, width=term.columns()))
+        return
+    import json
+
+    body = obj if is_record(obj) else {"not_a_record": line.decode("utf-8", "replace").rstrip("\n")}
+    click.echo(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
 
 
 @click.command()
@@ -201,18 +237,45 @@ def _width() -> int | None:
     "count",
     type=click.IntRange(min=0),
     metavar="N",
-    default=10,
-    show_default=True,
-    help="Start with the last N records.",
+    help=f"Start with the last N records that pass the filters [default: {DEFAULT_COUNT}, all with --since].",
 )
+@click.option(
+    "--server", "servers", multiple=True, metavar="NAME", help="Only this server's records (repeatable)."
+)
+@click.option(
+    "--verdict",
+    "verdicts",
+    multiple=True,
+    type=click.Choice(VERDICTS),
+    help="Only verdicts of this kind (repeatable).",
+)
+@click.option("--since", metavar="WHEN", help="Only records since WHEN: 10m, 2h, 1d, or an ISO time (local).")
+@click.option("--json", "as_json", is_flag=True, help="Print each record as one line of JSON.")
 @click.option(
     "--file",
     "file",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The audit log to read (default: this environment's).",
 )
-def tail(follow: bool, count: int, file: Path | None) -> None:
+def tail(
+    follow: bool,
+    count: int | None,
+    servers: tuple[str, ...],
+    verdicts: tuple[str, ...],
+    since: str | None,
+    as_json: bool,
+    file: Path | None,
+) -> None:
     """Print the latest audit records, one line each; -f follows the log as it grows."""
+    from bouncerctl.audit_select import Selection, newest_first, parse_since, pick
+
+    selection = Selection(
+        servers=frozenset(servers),
+        verdicts=frozenset(verdicts),
+        since=None if since is None else parse_since(since, dt.datetime.now().astimezone()),
+    )
+    if count is None:
+        count = None if since is not None else DEFAULT_COUNT
     path = file or resolve(os.environ).audit
     try:
         fh: IO[bytes] | None = path.open("rb")
@@ -221,10 +284,10 @@ def tail(follow: bool, count: int, file: Path | None) -> None:
             raise click.ClickException(f"no audit log at {path}") from None
         fh = None
         click.echo(f"waiting for {path} to appear…", err=True)
-    width = _width()
     if fh is not None:
-        for line in last_lines(fh, count):
-            click.echo(format_record(loads_line(line), width=width))
+        fh.seek(0, os.SEEK_END)  # followed from here: a record written while we read is not lost
+        for line, obj in pick(newest_first(path), count, selection):
+            _show(line, obj, as_json=as_json)
     if not follow:
         if fh is not None:
             fh.close()
@@ -233,7 +296,9 @@ def tail(follow: bool, count: int, file: Path | None) -> None:
     try:
         while True:
             for line in follower.poll():
-                click.echo(format_record(loads_line(line), width=_width()))
+                obj = loads_line(line)
+                if selection.passes(obj):
+                    _show(line, obj, as_json=as_json)
             time.sleep(FOLLOW_POLL_SECONDS)
     except KeyboardInterrupt:
         pass

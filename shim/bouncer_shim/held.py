@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bouncer_shim.jsonrpc import IdKey, wire_id
+from bouncer_shim.jsonrpc import IdKey, id_json, wire_id
 from bouncer_shim.sync import Requester
 
 
@@ -123,7 +123,12 @@ class HeldCalls:
 
     def request_verdict(self, held: Held) -> bool:
         """Ask bouncerd to judge `held`; False (and released) if msgpack cannot carry the request."""
-        fields = {"request_id": wire_id(held.request_id), "tool": held.tool, "arguments": held.arguments}
+        fields = {
+            "request_id": wire_id(held.request_id),
+            "request_id_json": id_json(held.request_id, held.line),
+            "tool": held.tool,
+            "arguments": held.arguments,
+        }
         if held.invalid is not None:
             fields["invalid"] = held.invalid
         if held.kind != "tool":

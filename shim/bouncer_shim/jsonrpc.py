@@ -205,3 +205,27 @@ def wire_id(value: Any) -> str | int | None:
     if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**64:
         return value
     return wire_text(value)
+
+
+class _Literal(str):
+    """A number's text as the client wrote it."""
+
+
+# Reads a line again keeping each float's text (`parse_float`, `parse_constant` get the literal).
+_LITERAL_NUMBERS: Final = json.JSONDecoder(parse_float=_Literal, parse_constant=_Literal)
+
+
+def id_json(value: Any, line: bytes) -> str:
+    """The exact JSON text of request `value`'s id, ASCII only, for the audit log: lossless where the
+    wire's `wire_id` is not (a float, an integer past 64 bits, a string with a lone surrogate, which
+    JSON escapes as ``\\udXXX``; and null, which a missing id also reads as). A float is read again
+    from its `line`, so ``1.50`` and ``1e999`` stay as written (a parsed float would not)."""
+    if isinstance(value, float):
+        try:
+            message = _LITERAL_NUMBERS.decode(line.decode("utf-8"))
+        except (ValueError, RecursionError):
+            message = None
+        literal = message.get("id") if isinstance(message, dict) else None
+        if isinstance(literal, _Literal):
+            return str(literal)
+    return json.dumps(value, ensure_ascii=True)

@@ -118,7 +118,7 @@ class Outbox:
 
     def resend(self) -> None:
         """A new connection: observe what it has not seen (kept for replay first), as sync requests."""
-        for out in self._replay.values():
+        for out in list(self._replay.values()):  # one that cannot be encoded is acked (popped) at once
             self._observe(out, sync=True)
         for out in self._queue:
             if out.seq is not None and not out.sent:

@@ -573,8 +573,10 @@ class Relay:
         key = id_key(request_id)
         method, tool, paged = self._requests.pop(key, (None, None, False)) if key else (None, None, False)
         out.kind = "error" if is_error else "result"
-        out.method = method
-        out.tool = tool
+        # The client's spelling: a lone surrogate cannot cross the wire, and an observation that cannot
+        # be sent is lost, which refuses every later call of this shim.
+        out.method = wire_text(method)
+        out.tool = wire_text(tool)
         out.request_id = wire_id(request_id)
         return paged
 

@@ -607,3 +607,40 @@ def test_no_notification_when_bouncer_no_notify_is_set(start: Any, tmp_path: Pat
         client.request("ping")
     daemon.stop()
     assert not out.exists()
+
+
+def _observe_sender(client: Client, address: str, seq: int = 1) -> None:
+    line = (
+        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"1 message"}],'
+        b'"structuredContent":{"messages":[{"from":"' + address.encode() + b'","subject":"hello"}]}}}'
+    )
+    client.request(
+        "observe", seq=seq, kind="result", method="tools/call", tool="read_mail", request_id=7, payload=line
+    )
+
+
+def test_yes_to_a_clean_send_does_not_allow_it_once_the_destination_turned_up_in_output(start: Any) -> None:
+    """Fault: an approval was not re-decided when its destination became tainted between the question
+    and the yes. Each channel: an elicitation answer, a 2026-07-28 retry, a code approved in a terminal."""
+    daemon = start()
+    with shim(daemon) as client:
+        asked = send(client)
+        assert asked["rule"] == "sink.unproven"
+        _observe_sender(client, BOB)
+        answer = client.request("answer", code=asked["code"], action="accept", choice="once", request_id=1)
+        assert (answer["verdict"], answer["rule"]) == ("deny", "approval.stale")
+        assert BOB in answer["reason"] and "mail/read_mail" in answer["reason"]
+    with shim(daemon, session="s2", instance="i2") as client:
+        asked = send(client)
+        _observe_sender(client, BOB)
+        retry = send(client, rid=2, request_state=asked["request_state"], input_response=accept())
+        assert (retry["verdict"], retry["rule"]) == ("ask", "sink.tainted_identity")  # asked again, anew
+        assert retry["code"] != asked["code"]
+    with shim(daemon, session="s3", instance="i3") as client:
+        asked = send(client)
+        with ctl(daemon) as person:
+            person.request("approve", code=asked["code"])
+        _observe_sender(client, BOB)
+        retry = send(client, rid=2)
+        assert (retry["verdict"], retry["rule"]) == ("ask", "sink.tainted_identity")
+    assert {r["session"] for r in records(daemon, "approval.stale")} == {"s1", "s2"}

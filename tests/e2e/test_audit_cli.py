@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,11 +235,105 @@ def test_tail_colours_verdicts_on_a_terminal(tmp_path: Path) -> None:
     assert [click.unstyle(line).split()[5] for line in (allow, ask, deny)] == ["ALLOW", "ASK", "DENY"]
 
 
-def test_tail_cuts_the_reason_to_the_terminal_width() -> None:
+def test_tail_wraps_a_long_reason_under_its_record_and_never_cuts_it() -> None:
+    """A reason cut at the terminal's edge hid why a call was refused (issue 16: ~91 fixed columns)."""
     record = {"ts": "2026-01-01T00:00:00.000Z", "server": "mail", "tool": "send", "verdict": "deny"}
-    line = format_record({**record, "rule": "sink.x", "reason": "word " * 100}, width=100)
-    assert len(click.unstyle(line)) == 100 and click.unstyle(line).endswith("…")
-    assert "word word" in format_record({**record, "reason": "word " * 100}, width=None)
+    reason = " ".join(f"word{i}" for i in range(100))
+    text = click.unstyle(format_record({**record, "rule": "sink.x", "reason": reason}, width=80))
+    first, *under = text.splitlines()
+    assert "DENY" in first and "mail/send" in first and "sink.x" in first
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert under and all(line.startswith("    ") for line in under)
+    assert " ".join(line.strip() for line in under) == reason
+    short = click.unstyle(format_record({**record, "rule": "sink.x", "reason": "no"}, width=80))
+    assert short.count("\n") == 0 and short.endswith("sink.x  no")
+    assert reason in format_record({**record, "reason": reason}, width=None)  # piped: one whole line
+
+
+def test_tail_escapes_bidi_and_invisible_characters_and_shows_a_shortened_destination_whole() -> None:
+    """A right-to-left override in a tool name reorders the line on screen; a destination the reason
+    shortens ("…") can hide the domain it would go to."""
+    destination = "a" * 150 + "@evil.example"
+    record = {
+        "ts": "2026-01-01T00:00:00.000Z",
+        "server": "mail",
+        "tool": "send\u202egnp.exe",
+        "verdict": "ask",
+        "rule": "sink.unproven",
+        "reason": f"destination '{destination[:60]}…' is not allowlisted",
+        "destination": destination,
+    }
+    for width in (80, None):
+        text = click.unstyle(format_record(record, width=width))
+        assert "\u202e" not in text and "send\\u202egnp.exe" in text
+        assert destination in "".join(text.split()).replace("destination:", "")
+    plain = {**record, "reason": f"destination '{destination}' is not allowlisted"}
+    assert click.unstyle(format_record(plain, width=None)).count(destination) == 1  # whole once: not repeated
+
+
+def _mixed_log(path: Path, now: float) -> None:
+    log, _ = AuditLog.open(path, now - 7200)
+    for i, (server, verdict, age) in enumerate(
+        [("mail", "deny", 7200), ("files", "allow", 3600), ("mail", "allow", 600), ("files", "ask", 60)]
+    ):
+        log.append(
+            {"server": server, "tool": "t", "verdict": verdict, "rule": "r", "reason": f"n{i}"}, now - age
+        )
+    log.close()
+
+
+def _reasons(result: Any) -> list[str]:
+    return [json.loads(line)["reason"] for line in result.stdout.splitlines()]
+
+
+def test_tail_filters_select_by_server_verdict_and_since(tmp_path: Path) -> None:
+    """Filters that let a record through (or drop one) would mislead the person reviewing an incident."""
+    path = tmp_path / "audit.jsonl"
+    _mixed_log(path, time.time())
+    runner = CliRunner()
+
+    def tail(*args: str) -> list[str]:
+        result = runner.invoke(main, ["tail", "--json", "--file", str(path), *args])
+        assert result.exit_code == 0, result.output
+        return _reasons(result)
+
+    assert tail() == ["n0", "n1", "n2", "n3"]
+    assert tail("--server", "mail") == ["n0", "n2"]
+    assert tail("--verdict", "allow", "--verdict", "ask") == ["n1", "n2", "n3"]
+    assert tail("--since", "30m") == ["n2", "n3"]
+    assert tail("--since", "1h30m", "--server", "files") == ["n1", "n3"]
+    assert tail("--server", "mail", "-n", "1") == ["n2"]
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5400))  # local, no zone
+    assert tail("--since", since) == ["n1", "n2", "n3"]
+    bad = runner.invoke(main, ["tail", "--file", str(path), "--since", "yesterday"])
+    assert bad.exit_code == 2 and "'yesterday' is neither a duration" in bad.stderr
+
+
+def test_tail_reaches_back_across_a_rotation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-n` after a rotation showed only what the new file held, hiding the records just before it."""
+    monkeypatch.setattr(audit, "ROTATE_AFTER_BYTES", 1500)
+    path = tmp_path / "audit.jsonl"
+    log, _ = AuditLog.open(path, NOW)
+    for i in range(30):
+        log.append(
+            {"server": "mail", "tool": "t", "verdict": "allow", "rule": "r", "reason": f"n{i}"}, NOW + i
+        )
+    log.close()
+    assert predecessors(path)
+    result = CliRunner().invoke(
+        main, ["tail", "--json", "--verdict", "allow", "-n", "12", "--file", str(path)]
+    )
+    assert _reasons(result) == [f"n{i}" for i in range(18, 30)]
+
+
+def test_tail_json_carries_the_records_as_written_and_marks_foreign_lines(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _events_log(path)
+    result = CliRunner().invoke(main, ["tail", "--json", "--file", str(path)])
+    *records, foreign = [json.loads(line) for line in result.stdout.splitlines()]
+    written = [json.loads(line) for line in path.read_bytes().splitlines()[:-1]]
+    assert records == written
+    assert foreign == {"not_a_record": "garbage"}
 
 
 def test_tail_without_a_log_says_so(tmp_path: Path) -> None:

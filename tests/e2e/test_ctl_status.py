@@ -63,6 +63,7 @@ def test_status_json_lists_sessions_servers_and_counts(daemon: Any) -> None:
     assert session["key"] == "proc:1:2"
     assert session["client"] == {"name": "claude-code", "version": "2.0.1", "protocol": "2025-06-18"}
     assert session["counts"] == {"allow": 1, "deny": 1, "ask": 0}
+    assert session["client_pid"] is None and session["started"] > 0  # no client pid in this hello
     servers = {s["name"]: s for s in session["servers"]}
     assert servers["mail"]["upstream"] == ["npx", "-y", "mail server"]
     assert servers["mail"]["tools"] == 3 and servers["chat"]["tools"] == 1
@@ -70,19 +71,42 @@ def test_status_json_lists_sessions_servers_and_counts(daemon: Any) -> None:
     assert isinstance(servers["mail"]["shim_pid"], int)
 
 
-def test_status_text_shows_the_same_aligned(daemon: Any) -> None:
-    _activity(daemon)
-    done = _ctl(daemon.env, "status")
+def test_status_text_names_live_sessions_by_client_and_pid_and_counts_ended_ones(daemon: Any) -> None:
+    """Dead sessions piling up as `gone` rows buried the live one; a session key is not a name."""
+    _activity(daemon)  # a session whose shims have all gone: ended
+    mail = Client.connect(
+        daemon.paths,
+        role="shim",
+        session="proc:4242:7",
+        server="mail",
+        upstream=["npx", "-y", "mail server"],
+        client_pid=4242,
+    )
+    with mail:
+        mail.request("client", name="claude-code", version="2.0.1", protocol="2025-06-18")
+        mail.request("tools", tools=[{"name": "read"}, {"name": "send"}, {"name": "list"}])
+        mail.request("verdict", tool="read", arguments={})
+        with Client.connect(
+            daemon.paths, role="shim", session="proc:4242:7", server="chat", upstream=["chat"]
+        ) as chat:
+            chat.request("tools", tools=[{"name": "post"}])
+        done = _ctl(daemon.env, "status")
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert f"pid {daemon.proc.pid}" in out and str(daemon.paths.socket) in out
-    assert "claude-code 2.0.1 (protocol 2025-06-18)" in out
-    assert "allow 1  deny 1  ask 0" in out
-    rows = [line for line in out.splitlines() if line.startswith("  ")]
+    first = out.splitlines()[0]
+    assert first.startswith("● bouncerd ") and f"pid {daemon.proc.pid}" in first
+    assert "1 session (1 ended)" in first and "policy loaded" in first
+    assert str(daemon.paths.socket) in out
+    assert "claude-code 2.0.1, pid 4242 (protocol 2025-06-18)" in out
+    assert "allow 1  deny 0  ask 0  (session proc:4242:7)" in out
+    assert "proc:1:2" not in out  # the ended session is counted, not listed
+    assert "1 ended session (no server connected; --json lists them)" in out
+    rows = [line for line in out.splitlines() if line.startswith("  ") and "session" not in line]
     header, *servers = rows
     assert header.split() == ["SERVER", "STATE", "TOOLS", "SHIM", "PID", "UPSTREAM"]
     column = header.index("UPSTREAM")  # every row's command starts under its heading
     assert sorted(row[column:] for row in servers) == ["chat", "npx -y 'mail server'"]
+    assert [row.split()[1] for row in servers] == ["connected", "gone"]
 
 
 def test_status_without_a_daemon_says_so_in_one_line_and_exits_3() -> None:
@@ -191,3 +215,18 @@ def test_status_lists_the_sessions_of_a_client_that_strips_the_environment() -> 
     assert done.returncode == 0, done.stderr
     assert {s["key"] for s in json.loads(done.stdout)["sessions"]} == {"proc:claude", "proc:codex"}
     assert set(carried) == {"XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME"}
+
+
+def test_status_text_after_a_failed_reload_says_the_earlier_policy_serves_and_when_it_failed(
+    daemon: Any,
+) -> None:
+    """After a failed reload, status once still read [loaded] with no failure note."""
+    daemon.paths.config.mkdir(parents=True, exist_ok=True)
+    daemon.paths.policy.write_text('tools:\n  send_email:\n    max_calls: "1"\n')
+    with Client.connect(daemon.paths, role="ctl") as ctl:
+        assert ctl.request("reload")["error"]
+    done = _ctl(daemon.env, "status")
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("policy")]
+    assert "[loaded]" not in line and "RELOAD FAILED, the earlier policy is still in force" in line
+    assert "policy.yaml:3: tools.send_email.max_calls" in line and " UTC)" in line

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import audit_records
 
 from bouncerd.client import Client
 from bouncerd.errors import DaemonRequestError
@@ -85,3 +86,42 @@ def test_schema_invalid_call_is_denied_and_audited(daemon: Any) -> None:
         line for line in daemon.paths.audit.read_text().splitlines() if '"call.invalid_arguments"' in line
     ]
     assert len(lines) == 1 and '"request_id":9' in lines[0]
+
+
+GOOD_BUDGET = "tools:\n  send_email:\n    max_calls: 0\n"
+# Issue 15 item 2: nested 10,000 deep, this once raised RecursionError out of the reload, and status
+# went on saying "loaded" with no failure note.
+DEEP = "tools:\n  send_email:\n    arg_patterns: " + "[" * 10_000 + "]" * 10_000 + "\n"
+
+
+def _send(c: Client) -> dict[str, Any]:
+    return c.request("verdict", request_id=1, tool="send_email", arguments={"to": "a@example.com"})
+
+
+def test_status_after_a_failed_reload_names_file_line_reason_and_when_and_the_last_good_policy_serves(
+    daemon: Any,
+) -> None:
+    daemon.paths.config.mkdir(parents=True, exist_ok=True)
+    daemon.paths.policy.write_text(GOOD_BUDGET)
+    with Client.connect(daemon.paths.socket, role="shim", session="s", server="mail", upstream=["m"]) as c:
+        c.request("tools", tools=[{"name": "send_email"}])
+        c.request("pins_accept", server="mail")
+        assert c.request("reload")["error"] is None
+        loaded_at = c.request("status")["policy"]["loaded_at"]
+        for text, line in ((DEEP, 3), (BAD, 3)):
+            daemon.paths.policy.write_text(text)
+            assert c.request("reload")["error"]
+            policy = c.request("status")["policy"]
+            assert policy["state"] == "reload failed", policy
+            failure = policy["reload_failure"]
+            assert failure["file"] == str(daemon.paths.policy) and failure["line"] == line
+            assert failure["reason"] and failure["at"] >= loaded_at
+            assert policy["loaded_at"] == loaded_at  # the policy in force is still the one loaded then
+            assert _send(c)["rule"] == "budget.forbidden"  # and it still decides: max_calls 0
+        daemon.paths.policy.write_text("tools: {}\n")
+        assert c.request("reload")["error"] is None
+        policy = c.request("status")["policy"]
+        assert policy["state"] == "loaded" and policy["reload_failure"] is None
+        assert _send(c)["rule"] != "budget.forbidden"
+    reasons = [r for r in audit_records(daemon.home) if r.get("rule") == "policy.reload_failed"]
+    assert len(reasons) == 2 and all("stays in force" in r["reason"] for r in reasons)

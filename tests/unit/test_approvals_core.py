@@ -64,22 +64,55 @@ def test_garbage_request_state_never_raises(junk: str) -> None:
 def test_once_grant_is_used_up_and_state_replays_from_events() -> None:
     a = ap.Approvals()
     events = [
-        {"ev": "grant", "scope": "once", "binding": B.as_dict()},
+        ap.once_grant_event(B, asked=10.0, rule="sink.unproven", expires=10.0 + ap.ONCE_GRANT_TTL_SECONDS),
         {"ev": "grant", "scope": "session", "binding": B.as_dict()},
     ]
     for ev in events:
         a.apply(ev)
-    assert a.has_once("s1", "gmail", "send_email", B.digest)
+    assert a.once_grant("s1", "gmail", "send_email", B.digest, "sink.unproven", None, now=20.0)
+    b = ap.Approvals()
+    for ev in a.snapshot(now=20.0):
+        b.apply(ev)
+    assert b.once_grant("s1", "gmail", "send_email", B.digest, "sink.unproven", None, now=20.0)
     a.apply(
         {"ev": "grant_used", "session": "s1", "server": "gmail", "tool": "send_email", "digest": B.digest}
     )
-    assert not a.has_once("s1", "gmail", "send_email", B.digest)
+    assert not a.once_grant("s1", "gmail", "send_email", B.digest, "sink.unproven", None, now=20.0)
     assert a.trusted_for("s1", "gmail", "send_email") == {"bob@partner.example"}
-    b = ap.Approvals()
-    for ev in a.snapshot(now=0.0):
-        b.apply(ev)
-    assert b.trusted_for("s1", "gmail", "send_email") == {"bob@partner.example"}
-    assert not b.has_once("s1", "gmail", "send_email", B.digest)
+    c = ap.Approvals()
+    for ev in a.snapshot(now=20.0):
+        c.apply(ev)
+    assert c.trusted_for("s1", "gmail", "send_email") == {"bob@partner.example"}
+    assert not c.once_grant("s1", "gmail", "send_email", B.digest, "sink.unproven", None, now=20.0)
+
+
+def test_once_grant_lapses_after_its_ttl_and_is_forgotten() -> None:
+    """Fault: once grants never expired; an approval left unused matched the same call hours later."""
+    a = ap.Approvals()
+    a.apply(
+        ap.once_grant_event(B, asked=10.0, rule="sink.unproven", expires=10.0 + ap.ONCE_GRANT_TTL_SECONDS)
+    )
+    late = 10.0 + ap.ONCE_GRANT_TTL_SECONDS
+    assert a.once_grant("s1", "gmail", "send_email", B.digest, "sink.unproven", None, now=late - 1)
+    assert a.once_grant("s1", "gmail", "send_email", B.digest, "sink.unproven", None, now=late) is None
+    assert [ev for ev in a.snapshot(now=late) if ev["ev"] == "grant"] == []
+    a.prune(now=late)
+    assert a.once == {}
+
+
+def test_once_grant_journalled_without_an_expiry_has_lapsed() -> None:
+    """A grant from a journal written before grants expired cannot be told apart from a stale one."""
+    a = ap.Approvals()
+    a.apply({"ev": "grant", "scope": "once", "binding": B.as_dict()})
+    assert a.once_grant("s1", "gmail", "send_email", B.digest, "", None, now=0.0) is None
+
+
+def test_once_grant_does_not_cover_a_destination_tainted_after_the_question() -> None:
+    """Fault: the person said yes to a send that was clean when asked; taint arrived meanwhile."""
+    grant = ap.OnceGrant(asked=100.0, rule="sink.tainted_identity", expires=700.0)
+    assert grant.covers("sink.tainted_identity", provenance_ts=50.0, now=200.0)  # what they were asked
+    assert not grant.covers("sink.tainted_identity", provenance_ts=150.0, now=200.0)  # seen since
+    assert not grant.covers("sink.unproven", provenance_ts=None, now=200.0)  # another question
 
 
 def test_wrong_codes_are_rate_limited() -> None:

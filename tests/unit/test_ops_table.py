@@ -36,4 +36,5 @@ def test_fields_check_request_insists_on_are_required_in_the_type() -> None:
 def test_every_op_but_hello_has_one_handler(tmp_path: Path) -> None:
     paths = Paths(runtime=tmp_path / "run", state=tmp_path / "state", config=tmp_path / "config")
     daemon = Daemon(paths, str(tmp_path / "s"), expected_uid=0, now=0.0)
-    assert set(daemon.handlers) == set(wire.OPS) - {"hello"}
+    assert not set(daemon.handlers) & set(daemon.async_handlers)
+    assert set(daemon.handlers) | set(daemon.async_handlers) == set(wire.OPS) - {"hello"}

@@ -736,3 +736,26 @@ def test_refused_call_with_a_non_finite_id_is_answered_not_a_crash(raw_id: str) 
     answers = [json.loads(x) for x in rig.to_client]
     assert [a["id"] for a in answers] == [None, 2]
     assert all(a["result"]["isError"] is True for a in answers)
+
+
+# Issue 15 item 7: these ids reached the audit log as request_id null. The wire carries only strings
+# and 64-bit integers, so the shim also sends the id's exact JSON text.
+ODD_IDS = [
+    (b"1.50", "1.50"),
+    (b"1e999", "1e999"),
+    (b"-0.0", "-0.0"),
+    (str(2**70).encode(), str(2**70)),
+    (b'"a\\ud800b"', '"a\\ud800b"'),
+    (b"null", "null"),
+    (b'"plain"', '"plain"'),
+    (b"7", "7"),
+]
+
+
+@pytest.mark.parametrize(("raw", "text"), ODD_IDS)
+def test_odd_request_ids_reach_the_daemon_as_their_exact_json_text_not_null(raw: bytes, text: str) -> None:
+    rig = Rig()
+    rig.client(b'{"jsonrpc":"2.0","id":' + raw + b',"method":"tools/call","params":{"name":"t"}}')
+    (asked,) = rig.pending("verdict")
+    assert asked["request_id_json"] == text
+    assert text.isascii()

@@ -29,7 +29,12 @@ def test_a_call_held_with_the_link_up_has_its_verdict_requested_at_once() -> Non
     held = call(7, arguments={"to": "a@x.test"})
     assert calls.hold(held, link_up=True)
     assert daemon.requests == [
-        ("verdict", held, {"request_id": 7, "tool": "send_email", "arguments": {"to": "a@x.test"}}, False)
+        (
+            "verdict",
+            held,
+            {"request_id": 7, "request_id_json": "7", "tool": "send_email", "arguments": {"to": "a@x.test"}},
+            False,
+        )
     ]
     assert calls.held_bytes == len(held.line) and calls.take_waiting() == []
 

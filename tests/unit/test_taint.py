@@ -433,3 +433,20 @@ def test_destination_tokens_of_a_single_destination_and_of_a_list() -> None:
     assert taint.destination_tokens("Ann <ann@corp.com>") == ["Ann <ann@corp.com>"]
     tokens = taint.destination_tokens("ann@corp.com; attacker@evil.com")
     assert {"ann@corp.com", ADDRESS} <= set(tokens)
+
+
+def test_taint_older_than_the_retention_expires_and_newer_taint_stays() -> None:
+    """Fault: taint_retention was parsed but not enforced; taint was kept for ever."""
+    old = taint.Source(server="mail", tool="read_email", request_id=1, ts=1000.0)
+    new = taint.Source(server="mail", tool="read_email", request_id=2, ts=5000.0)
+    idx = taint.TaintIndex()
+    idx.add(taint.extract(tool_result("write to old.contact@example.com"), old))
+    idx.add(taint.extract(tool_result("write to new.contact@example.com"), new))
+    assert idx.oldest == 1000.0
+    assert idx.expire_before(1000.0) == 0  # nothing is older than the cutoff
+    assert idx.expire_before(3000.0) > 0
+    assert idx.lookup("old.contact@example.com") is None
+    assert idx.lookup("new.contact@example.com") is not None
+    assert idx.oldest == 5000.0
+    idx.expire_before(9000.0)
+    assert len(idx) == 0 and idx.oldest == float("inf")

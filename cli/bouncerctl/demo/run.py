@@ -32,6 +32,8 @@ from typing import Any
 import anyio
 import click
 
+from bouncerctl import term
+
 ATTACKER = "attacker@evil.example"
 SENDER = "dana.reyes@northwind.example"  # the ticket's sender: an identity field
 VOUCHED = "ops-lead@mycompany.example"  # typed by the user in the prompt
@@ -65,7 +67,9 @@ class Demo:
 
     def say(self, text: str = "", **style: Any) -> None:
         if not self.as_json:
-            click.echo(click.style(text, **style) if self.color and style else text)
+            width = term.columns()
+            out = "\n".join(piece for line in text.split("\n") for piece in term.fit(line, width))
+            term.echo(term.style(out, **style) if style else out)
 
     @property
     def workspace(self) -> Path:
@@ -340,7 +344,7 @@ def _show(demo: Demo, step: Step) -> None:
     demo.say(f"  {step.server}/{step.tool}: {step.title}")
     demo.say(f"    → {step.verdict.upper():10} {mark}", fg=colour, bold=True)
     if step.verdict == "deny":
-        demo.say(f"      {step.detail[:300]}", dim=True)
+        demo.say(f"      {step.detail}", dim=True)
     elif step.verdict == "ask→allow":
         demo.say("      Bouncer asked the person (through the client's own prompt):", dim=True)
         for line in step.detail.splitlines()[:8]:

@@ -121,6 +121,7 @@ def report(
             server=server,
             called=[k for k in aggregator.by_tool if k[0] != "(other)"],
             ask_daemon=not no_daemon,
+            environ=os.environ,
         )
     except ToolsFileError as exc:
         raise ReportFailed(f"--tools: {exc}") from None

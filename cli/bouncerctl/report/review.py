@@ -91,6 +91,7 @@ class ToolRow:
     calls: dict[str, int]
     fallback_only: bool
     schema_known: bool = True
+    managed: tuple[str, ...] = ()  # the rule's keys the administrator's managed policy decides
 
 
 @dataclass
@@ -170,6 +171,12 @@ def controls(rule: ToolRule) -> list[str]:
     if not rule.untrusted_output:
         out.append("output trusted")
     return out or ["pin only"]
+
+
+def _managed_keys(rule: ToolRule, managed_file: str | None) -> tuple[str, ...]:
+    if managed_file is None:
+        return ()
+    return tuple(k for k, src in rule.source.items() if managed_file in src)
 
 
 FALLBACK_TITLE = "covered only by the fallback"
@@ -395,6 +402,7 @@ def build_pack(log: LogRead, sources: Sources, *, generated: str, filters: list[
                     view.calls,
                     _fallback_only(view.rule),
                     view.schema_known,
+                    _managed_keys(view.rule, sources.managed_file),
                 )
             )
             findings.extend(_tool_findings(view))

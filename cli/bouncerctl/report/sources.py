@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from bouncerd.client import Client
-from bouncerd.core.policy import Policy, merge
+from bouncerd.core.managed import check_layer
+from bouncerd.core.policy import Policy, PolicyFile, merge
 from bouncerd.errors import DaemonRequestError, DaemonUnavailableError, PolicyError
+from bouncerd.managedpolicy import managed_source, read_managed
 from bouncerd.paths import Paths
 from bouncerd.policyfiles import read_policy
 
@@ -56,6 +58,7 @@ class Sources:
     reload_error: str | None = None
     pins_known: bool = False
     notes: list[str] = field(default_factory=list)
+    managed_file: str | None = None  # the administrator's managed policy, when one is installed
 
 
 class ToolsFileError(Exception):
@@ -132,14 +135,22 @@ def from_log(called: Iterable[tuple[str, str]]) -> list[ServerTools]:
     return [ServerTools(name, (), tools) for name, tools in by_server.items()]
 
 
-def _policy(path: Path | None) -> tuple[Policy, str, str | None]:
+def _policy(path: Path | None, managed: PolicyFile | None = None) -> tuple[Policy, str, str | None]:
+    below = [managed] if managed is not None else []
+    alone = "built-in packs and defaults only"
+    under = "the built-in packs"
+    if managed is not None:
+        alone = f"the managed policy {managed.filename}, built-in packs and defaults only"
+        under = f"the managed policy {managed.filename} and the built-in packs"
     if path is None or not path.exists():
         where = f" ({path} does not exist)" if path is not None else ""
-        return merge([]), f"built-in packs and defaults only{where}", None
+        return merge(below), f"{alone}{where}", None
     try:
-        return merge([read_policy(path)]), f"{path} on top of the built-in packs", None
+        user = read_policy(path)
+        check_layer(managed, user)  # the daemon refuses a user policy that loosens the managed one
+        return merge([*below, user]), f"{path} on top of {under}", None
     except PolicyError as exc:
-        return merge([]), f"built-in packs and defaults only ({path} does not load)", str(exc)
+        return merge(below), f"{alone} ({path} does not load)", str(exc)
 
 
 def gather(
@@ -149,6 +160,7 @@ def gather(
     server: str | None,
     called: Iterable[tuple[str, str]],
     ask_daemon: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> Sources:
     """Tool lists and policy for the pack; `called` is the (server, tool) pairs the log shows."""
     reply = _daemon(paths) if ask_daemon and tools_file is None else None
@@ -174,6 +186,12 @@ def gather(
         pins_known = False
     if server is not None:
         servers = [s for s in servers if s.name == server]
-    policy, label, problem = _policy(policy_path)
+    managed: PolicyFile | None = None
+    try:
+        managed = read_managed(managed_source(environ or {}))
+    except PolicyError as exc:
+        notes.append(f"the managed policy is not shown: {exc}")
+    policy, label, problem = _policy(policy_path, managed)
     notes.append("a shim's own --policy file, if any, is not included: its server may be stricter")
-    return Sources(servers, origin, policy, label, problem, reload_error, pins_known, notes)
+    managed_file = managed.filename if managed is not None else None
+    return Sources(servers, origin, policy, label, problem, reload_error, pins_known, notes, managed_file)
