@@ -11,7 +11,8 @@ baseline column is the same lookups on an empty index, measured in the same run.
 counted in CPU time of this process (extract + add); its baseline is `json.loads` of the same
 payloads (their serialised form), timed the same way in the same run, so the figure can be read
 relative to the machine and its load. Figures are printed, never asserted; the last lines say
-whether the issue's targets are met.
+whether the issue's targets are met. The first line names the scanner measured: the mypyc build when
+scripts/setup made one (bouncerd/native.py), else the source; `BOUNCER_PURE=1` measures the source.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bouncerd import native
 from bouncerd.core import taint
 
 TARGET_INDEX_MB_S = 50.0  # issue 3: indexing at least 50 MB/s
@@ -152,6 +154,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     sizes = [float(s) for s in args.sizes.split(",")]
+    # which scanner runs: compiled (scripts/setup built it), or the source (BOUNCER_PURE=1 forces it)
+    print(f"scanner: {native.implementation()}")
 
     corpus = Corpus(args.seed)
     index = taint.TaintIndex(max_keys=args.max_keys)

@@ -363,7 +363,8 @@ def _short_padded_run(text: str, mask: bytes, p: int, runs: list[str]) -> int:
     """If the `=` at `p` closes a run shorter than `MIN_BASE64_RUN` to a multiple of four characters,
     add the run to `runs`; return where to look for the next `=`."""
     end = p + 2 if mask[p + 1 : p + 2] == b"=" else p + 1
-    if mask[p - 1 : p] == b"b" and mask[end : end + 1] not in (b"b", b"="):
+    # (p > 0 first: the compiled build raises on a bytes slice that ends before it starts, see native.py)
+    if p > 0 and mask[p - 1 : p] == b"b" and mask[end : end + 1] not in (b"b", b"="):
         lo = max(0, p - MIN_BASE64_RUN)
         start = max(mask.rfind(c, lo, p) for c in (b" ", b"=", b"\r", b"\n")) + 1
         if p - start < MIN_BASE64_RUN and end - start >= MIN_PADDED_BASE64_RUN and (end - start) % 4 == 0:

@@ -553,7 +553,7 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
             # "attacker at evil.com": a spelled-out "at" between a word and this host
             if (
                 m.start() == 0
-                and a >= 4
+                and a >= 5  # a word before " at " (and no bytes slice that ends before it starts)
                 and text[a - 4 : a] == " at "
                 and mask[a - 5 : a - 4] in (b"a", b"0")
             ):
