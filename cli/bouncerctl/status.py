@@ -97,6 +97,7 @@ def render(body: dict[str, Any], width: int | None = None) -> str:
         written = daemon.get("records")
         rows.append(["head", f"{daemon['head']}  ({written} records written since start)"])
     rows += _policy_rows(body.get("policy"))
+    rows += _fleet_rows(body.get("policy"), daemon.get("export"))
     rows.append(["review", _review_text(body.get("pins_to_review"))])
     rows.append(["approvals", _pending_text(body.get("pending"))])
     lines += term.table(rows, width)
@@ -139,6 +140,10 @@ def health_line(body: dict[str, Any], *, live: int, ended: int, width: int | Non
     return term.wrap_parts([head, *parts], width)
 
 
+# Managed rules named on the status line; `status --json` lists them all.
+MANAGED_KEYS_SHOWN = 6
+
+
 def _policy_rows(policy: Any) -> list[list[str]]:
     if not isinstance(policy, dict):
         return [["policy", "unknown (this daemon does not say)"]]
@@ -157,6 +162,34 @@ def _policy_rows(policy: Any) -> list[list[str]]:
     settings = policy.get("settings") or {}
     shown = ", ".join(f"{k} {v}{'s' if k == 'approval_timeout' else ''}" for k, v in settings.items())
     return [["policy", f"{source}  [{state}]"], ["settings", shown or "-"]]
+
+
+def _fleet_rows(policy: Any, export: Any) -> list[list[str]]:
+    """The administrator's managed policy (which rules it decides) and audit export (copies lost)."""
+    rows: list[list[str]] = []
+    if isinstance(policy, dict) and policy.get("managed_policy_present"):
+        keys = [str(k) for k in policy.get("managed_rules") or []]
+        shown = ", ".join(keys[:MANAGED_KEYS_SHOWN]) + (
+            f", … ({len(keys)} in all)" if len(keys) > MANAGED_KEYS_SHOWN else ""
+        )
+        rows.append(
+            [
+                "managed",
+                f"{policy.get('managed_policy')}: {shown or 'no rules'} (a user policy cannot loosen these)",
+            ]
+        )
+    if isinstance(export, dict):
+        parts = []
+        for target in export.get("targets") or []:
+            lost = int(target.get("dropped") or 0) + int(target.get("failed") or 0)
+            state = f"{target.get('sent', 0)} sent" + (
+                term.style(f", {lost} lost", fg="yellow") if lost else ""
+            )
+            parts.append(
+                f"{target.get('target')} {state}" + (f" ({target['error']})" if target.get("error") else "")
+            )
+        rows.append(["export", "; ".join(parts) or "configured, no target"])
+    return rows
 
 
 def _review_text(items: Any) -> str:

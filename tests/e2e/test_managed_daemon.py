@@ -124,3 +124,18 @@ def test_status_names_the_managed_policy_and_its_rules(start: Callable[..., Any]
     assert policy["managed_policy"] == str(managed_file) and policy["managed_policy_present"]
     assert "tools.wire_money.max_calls" in policy["managed_rules"]
     assert "tools.send_email.sink_params" in policy["managed_rules"]
+    # and the person sees it: `bouncerctl status` names the file and the rules a user cannot loosen
+    done = subprocess.run(
+        [str(BOUNCERD.parent / "bouncerctl"), "status"],
+        env={**os.environ, "BOUNCER_HOME": str(daemon.paths.state.parent), "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    managed = " ".join(
+        line.strip() for line in done.stdout.splitlines() if "managed" in line or "wire_money" in line
+    )
+    assert str(managed_file) in managed and "tools.wire_money.max_calls" in managed
+    assert "cannot loosen" in done.stdout
