@@ -20,6 +20,7 @@ import os
 from typing import Any
 
 from bouncerd.core import taint
+from bouncerd.core.model import JsonRpcId
 
 # The worker scans at this niceness. Indexing is background work: the output is already acked and
 # released, and a verdict that needs its taint waits for it whatever its priority. Scanning a 10 MB
@@ -44,11 +45,17 @@ def extract(payload: bytes, source: taint.Source) -> list[taint.TokenRecord]:
         return taint.extract(payload.decode("utf-8", "replace"), source)
 
 
-def extract_in_worker(payload: bytes, source: taint.Source) -> list[taint.TokenRecord]:
-    """`extract`, in the worker process, at a lower CPU priority (see WORKER_NICE)."""
+def extract_in_worker(
+    payload: bytes, server: str, tool: str | None, request_id: JsonRpcId, ts: float
+) -> dict[str, Any]:
+    """`extract`, in the worker process, at a lower CPU priority (see WORKER_NICE).
+
+    Plain values cross the process boundary both ways (the source's fields in, the journal's record
+    form out): the scanner's classes may be compiled (bouncerd/native.py), and a compiled frozen
+    class cannot be rebuilt by pickle."""
     global _worker_niced
     if not _worker_niced:
         _worker_niced = True
         with contextlib.suppress(OSError, AttributeError):  # not everywhere, and not essential
             os.nice(WORKER_NICE)
-    return extract(payload, source)
+    return taint.encode_records(extract(payload, taint.Source(server, tool, request_id, ts)))

@@ -58,6 +58,10 @@ Entry = dict[str, Any]
 # Up to this size a payload is parsed and scanned on the event loop: ~0.5 ms, about what a round trip
 # to the worker process costs, and most outputs (small tool results) are far smaller.
 INLINE_EXTRACT_BYTES = 16 * 1024
+# A worker scans a 10 MB output in about half a second of CPU, niced; a minute covers a loaded machine
+# many times over. Past it the worker is taken as hung (every verdict that needs this output's taint is
+# waiting), killed, and the output indexed on the event loop.
+WORKER_EXTRACT_TIMEOUT_SECONDS = 60.0
 
 # Worker processes for extraction. Indexing is sequential (arrival order), so one is all it can use.
 EXTRACT_WORKERS = 1
@@ -205,11 +209,21 @@ class ObservationIndex:
             if self._workers is None:
                 self._workers = anyio.CapacityLimiter(EXTRACT_WORKERS)
             try:
-                # cancellable: at shutdown the worker is killed and the entry stays queued (compacted raw).
-                return await anyio.to_process.run_sync(
-                    extract_in_worker, payload, source, cancellable=True, limiter=self._workers
-                )
-            except Exception as exc:  # a dead worker (OOM kill) or a bug in extraction
+                # cancellable: at shutdown the worker is killed and the entry stays queued (compacted raw);
+                # a worker that does not answer in time is killed and the output is indexed here instead.
+                with anyio.fail_after(WORKER_EXTRACT_TIMEOUT_SECONDS):
+                    encoded = await anyio.to_process.run_sync(
+                        extract_in_worker,
+                        payload,
+                        source.server,
+                        source.tool,
+                        source.request_id,
+                        source.ts,
+                        cancellable=True,
+                        limiter=self._workers,
+                    )
+                return taint.decode_records(encoded)
+            except Exception as exc:  # a dead or hung worker (OOM kill, TimeoutError) or an extraction bug
                 log.error("indexing observation %d in a worker failed (%s); indexing it here", n, exc)
         try:
             return extract(payload, source)
