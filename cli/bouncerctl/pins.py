@@ -59,10 +59,15 @@ def show(server: str | None, as_json: bool) -> None:
         for tool in srv["tools"]:
             mark = MARKS.get(tool["state"], tool["state"].upper())
             click.echo(f"  {mark.ljust(MARK_WIDTH)}  {tool['name']}")
-            if tool["state"] in ("changed", "new"):
+            if tool.get("duplicated"):  # no one form to show or accept (pin.duplicate_tool)
+                note = "listed more than once in different forms: refused until the server lists it once"
+                click.echo(_wrapped(note, " " * (MARK_WIDTH + 4)))
+            elif tool["state"] in ("changed", "new"):
                 for line in _waiting(tool):
                     click.echo(_wrapped(line, " " * (MARK_WIDTH + 4)))
-        pending = [t["name"] for t in srv["tools"] if t["state"] in ("changed", "new")]
+        pending = [
+            t["name"] for t in srv["tools"] if t["state"] in ("changed", "new") and not t.get("duplicated")
+        ]
         if pending:
             accept = f"  to trust them: bouncerctl pins accept {srv['name']} {' '.join(pending)}"
             term.echo("\n".join(term.fit(accept, width)))
