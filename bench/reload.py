@@ -15,22 +15,19 @@ without, is the stall a reload causes. The figures are printed, not asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from bouncerd.client import Client
-from bouncerd.errors import DaemonUnavailableError
-from bouncerd.paths import resolve
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from daemonproc import start_daemon
 
-START_TIMEOUT_SECONDS = 30.0  # a bound for a broken daemon, not an expectation
+from bouncerd.client import Client
 
 
 def big_policy(target: int) -> str:
@@ -51,26 +48,6 @@ def big_policy(target: int) -> str:
         size += sum(len(line) + 1 for line in block)
         i += 1
     return "\n".join(lines) + "\n"
-
-
-def _start(home: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    env = {**os.environ, "BOUNCER_HOME": str(home), "BOUNCER_NO_NOTIFY": "1"}
-    for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "BOUNCER_SESSION"):
-        env.pop(name, None)
-    bouncerd = Path(sys.executable).parent / "bouncerd"
-    log = (home / "bouncerd.log").open("ab")
-    proc = subprocess.Popen([str(bouncerd), "--foreground"], env=env, stdout=log, stderr=log)
-    socket = resolve(env).socket
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while True:
-        try:
-            with Client.connect(socket, timeout=1.0) as c:
-                c.request("ping")
-            return proc, socket
-        except DaemonUnavailableError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"bouncerd did not start: {(home / 'bouncerd.log').read_text()}") from None
-            time.sleep(0.05)
 
 
 def _verdicts(shim: Client, until: threading.Event) -> list[float]:
@@ -103,7 +80,7 @@ def main() -> None:
     policy = home / "config" / "policy.yaml"
     text = big_policy(args.bytes)
     policy.write_text(text)
-    proc, socket = _start(home)
+    proc, socket = start_daemon(home)
     try:
         with (
             Client.connect(socket, role="shim", session="bench", server="mail", upstream=["m"]) as shim,

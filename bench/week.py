@@ -19,21 +19,20 @@ keeps. The figures are printed, not asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bouncerd.client import Client
-from bouncerd.errors import DaemonUnavailableError
-from bouncerd.paths import resolve
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from daemonproc import start_daemon
 
-START_TIMEOUT_SECONDS = 30.0  # bounds for a broken daemon, not expectations
+from bouncerd.client import Client
+
+# a bound for a stuck archive sweep, not an expectation
 ARCHIVE_TIMEOUT_SECONDS = 30.0
 GRACE_SECONDS = "0.2"
 OUTPUTS_PER_RUN = 10
@@ -48,31 +47,6 @@ TOOLS = [
 POLICY = (
     "taint_retention: {retention}s\ntools:\n  send_mail:\n    exfiltrating: true\n    sink_params: [to]\n"
 )
-
-
-def _start(home: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    env = {
-        **os.environ,
-        "BOUNCER_HOME": str(home),
-        "BOUNCER_NO_NOTIFY": "1",
-        "BOUNCER_SESSION_GRACE_SECONDS": GRACE_SECONDS,
-    }
-    for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "BOUNCER_SESSION"):
-        env.pop(name, None)
-    log = (home / "bouncerd.log").open("ab")
-    bouncerd = Path(sys.executable).parent / "bouncerd"
-    proc = subprocess.Popen([str(bouncerd), "--foreground"], env=env, stdout=log, stderr=log)
-    socket = resolve(env).socket
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while True:
-        try:
-            with Client.connect(socket, timeout=1.0) as c:
-                c.request("ping")
-            return proc, socket
-        except DaemonUnavailableError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"bouncerd did not start: {(home / 'bouncerd.log').read_text()}") from None
-            time.sleep(0.05)
 
 
 def _output(day: int, run: int, n: int) -> bytes:
@@ -128,7 +102,7 @@ def main() -> None:
     (home / "config").mkdir(mode=0o700)
     retention = max(1, round(args.day * 0.75))
     (home / "config" / "policy.yaml").write_text(POLICY.format(retention=retention))
-    proc, socket = _start(home)
+    proc, socket = start_daemon(home, {"BOUNCER_SESSION_GRACE_SECONDS": GRACE_SECONDS})
     journal = home / "state" / "journal.bin"
     rows: list[tuple[int, int, int, int]] = []
     try:

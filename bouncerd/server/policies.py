@@ -156,7 +156,6 @@ class PolicyState:
         self.failure = ReloadFailure.of(self.user_path, exc, now)
         return self.failure.message()
 
-
     def for_shim(self, policy_path: str | None) -> Policy:
         """The policy for one shim: base, plus its --policy file on top. Raises PolicyError."""
         if not policy_path:
