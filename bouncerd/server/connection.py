@@ -22,8 +22,10 @@ changes happen in arrival order:
   the index holds (`ObservationIndex.has_room`), the connection stops reading, and the observation
   that found no room is accepted by a task once there is (then reading resumes, in order).
 - ``client``, ``tools``, ``verdict`` and a hook's ``check_builtin`` go through the connection's
-  *lane*. A verdict (or a ``check_builtin``) must first wait until every observation accepted before
-  it arrived (on any connection) has been indexed for taint.
+  *lane*. A verdict (or a ``check_builtin``) that reads taint must first wait until every other
+  connection has read and dispatched what it had been sent when the verdict arrived (unread.py: the
+  shims release an output once its observation is written, before the ack), then until every
+  observation accepted by then has been indexed for taint.
   While a request waits in the lane, later lane requests queue behind it (so a ``tools`` cannot
   overtake a ``verdict`` that arrived first); when the lane is empty and nothing needs waiting, the
   request is handled inline, which is the common case. The lane's task answers the others.
@@ -53,6 +55,7 @@ from bouncerd.errors import ProtocolError
 from bouncerd.server.caller import AsyncHandler, Caller, Handler, RefusedError
 from bouncerd.server.peer import PeerCred
 from bouncerd.server.reader import FrameBuffer
+from bouncerd.server.unread import Peer, Peers
 
 log = logging.getLogger("bouncerd")
 
@@ -98,19 +101,32 @@ class Ops(Protocol):
         ...
 
 
+LaneEntry = tuple[str, int, dict[str, Any], int, list[tuple[Peer, int]]]
+
+
 class Connection(asyncio.BufferedProtocol):
     def __init__(
-        self, ops: Ops, observations: ObservationGate, stream: anyio.abc.SocketStream, cred: PeerCred
+        self,
+        ops: Ops,
+        observations: ObservationGate,
+        stream: anyio.abc.SocketStream,
+        cred: PeerCred,
+        peers: Peers,
     ) -> None:
         self.ops = ops
         self.observations = observations
         self.cred = cred
+        self.peers = peers
         self.caller = Caller()  # what hello established: role, session, server
         self._sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
+        self._fd = self._sock.fileno()
         self._frames = FrameBuffer()
+        self.received = 0  # bytes read from the socket
+        self._read_to = 0  # read up to here even while writes are paused (a barrier needs it)
+        self._gone = False
         self._transport: asyncio.Transport | None = None
         self._greeted = False  # hello answered and accepted
-        self._lane: deque[tuple[str, int, dict[str, Any], int]] = deque()
+        self._lane: deque[LaneEntry] = deque()
         self._lane_wakeup = anyio.Event()
         self._stalled: tuple[str, int, dict[str, Any]] | None = None  # an observation waiting for room
         self._write_paused = False
@@ -135,6 +151,7 @@ class Connection(asyncio.BufferedProtocol):
                 await self._closed.wait()
                 tg.cancel_scope.cancel()  # queued work has no reader
         finally:
+            self._left()
             if self._transport is not None and not self._transport.is_closing():
                 self._transport.abort()  # off the event loop before the stream closes the socket
         if self._failure is not None:
@@ -143,9 +160,31 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        self.peers.add(self._fd, self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._left()
         self._closed.set()
+
+    def _left(self) -> None:
+        """Out of the barrier's sight, before the socket closes (its number may be reused)."""
+        if not self._gone:
+            self._gone = True
+            self.peers.remove(self._fd, self)
+
+    # ---- the barrier's view (unread.py) -------------------------------------------------------
+
+    @property
+    def stalled(self) -> bool:
+        return self._stalled is not None
+
+    def reached(self, position: int) -> bool:
+        return self._gone or self._ended or (self.received >= position and self._stalled is None)
+
+    def read_through(self, position: int) -> None:
+        if position > self._read_to:
+            self._read_to = position
+            self._update_reading()
 
     def eof_received(self) -> bool:
         self._eof = True
@@ -164,7 +203,7 @@ class Connection(asyncio.BufferedProtocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if self._write_paused or self._stalled is not None:
+        if (self._write_paused and self.received >= self._read_to) or self._stalled is not None:
             transport.pause_reading()
         else:
             transport.resume_reading()
@@ -186,6 +225,7 @@ class Connection(asyncio.BufferedProtocol):
         raises it when the connection is closed."""
         self._ended = True
         self._lane.clear()
+        self.peers.progressed()
         if self._failure is None:
             self._failure = exc
         if self._transport is not None:
@@ -199,7 +239,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._frames.updated(nbytes)
+        self.received += nbytes
         self._drain()
+        if self._write_paused and self.received >= self._read_to:
+            self._update_reading()  # a barrier had it read on; it has what it needed
+        self.peers.progressed()
 
     def _drain(self) -> None:
         """Dispatch every whole frame received, in order, until done or an observation finds no room.
@@ -241,16 +285,19 @@ class Connection(asyncio.BufferedProtocol):
                 self._write(self._call(op, rid, msg))
             else:
                 self._stalled = (op, rid, msg)
+                self.peers.stalled.add(self)
                 self._update_reading()
                 assert self._tg is not None
                 self._tg.start_soon(self._unstall)
         elif op in _LANE_OPS:
             target = observations.accepted_upto
             waits = op in _WAITS_FOR_TAINT and self.ops.needs_taint(self.caller, op, msg)
-            if not self._lane and (not waits or observations.indexed_upto >= target):
+            marks = self.peers.barrier(self) if waits else []
+            held = bool(marks) or (waits and self.peers.settling)
+            if not self._lane and not held and (not waits or observations.indexed_upto >= target):
                 self._write(self._call(op, rid, msg))
             else:
-                self._lane.append((op, rid, msg, target))
+                self._lane.append((op, rid, msg, target, marks))
                 self._lane_wakeup.set()
         elif op == "hello":
             raise ProtocolError("hello sent twice")
@@ -269,6 +316,8 @@ class Connection(asyncio.BufferedProtocol):
         op, rid, msg = stalled
         self._write(self._call(op, rid, msg))
         self._stalled = None
+        self.peers.stalled.discard(self)
+        self.peers.progressed()
         self._update_reading()
         self._drain()  # frames that arrived behind it
         self._maybe_finish()
@@ -280,8 +329,14 @@ class Connection(asyncio.BufferedProtocol):
                 await self._lane_wakeup.wait()
                 self._lane_wakeup = anyio.Event()
                 continue
-            op, rid, msg, target = self._lane[0]
+            op, rid, msg, target, marks = self._lane[0]
             if op in _WAITS_FOR_TAINT and self.ops.needs_taint(self.caller, op, msg):
+                if marks or self.peers.settling:
+                    # What other connections had been sent when this arrived (and, after a restart,
+                    # what reconnecting shims replay): read it, then wait until it is indexed.
+                    await self.peers.settle()
+                    await self.peers.wait([*marks, *self.peers.barrier(self)])
+                    target = observations.accepted_upto
                 await observations.wait_indexed(target)
             if not self._lane:  # the connection failed while this waited
                 continue

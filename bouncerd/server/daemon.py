@@ -66,6 +66,7 @@ from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
 from bouncerd.server.sessions import Registry, grace_seconds, sweep_interval
+from bouncerd.server.unread import RESYNC_SECONDS, Peers
 
 log = logging.getLogger("bouncerd")
 
@@ -97,6 +98,7 @@ class Daemon:
         self.engine = Engine(resolve=realpath)
         self.registry = Registry()
         self.observations = ObservationIndex(self.engine, self._journal_append)
+        self.peers = Peers()  # every connection, for the barrier a verdict waits behind (unread.py)
         self.observations.on_indexed = self.maybe_compact
         self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
         # asking a person: codes, answers, approvals
@@ -167,6 +169,9 @@ class Daemon:
         daemon._journal = journal
         daemon.observations.replay_done()
         daemon.registry.adopt(daemon.engine.session_keys(), now)
+        if daemon.observations.instances:  # shims were here: let them replay first (unread.py)
+            daemon.peers.settle_for(RESYNC_SECONDS)
+            log.info("sends wait up to %.0f s for reconnecting shims to replay what they saw", RESYNC_SECONDS)
         (log.warning if recovery.torn_bytes else log.info)("%s", recovery.describe())
         if daemon.observations.queued:
             log.info("journal: %d observations to index again", daemon.observations.queued)
@@ -345,7 +350,7 @@ class Daemon:
             except PeerRejectedError as exc:
                 log.warning("refused a connection: %s", exc)
                 return
-            conn = Connection(self, self.observations, stream, cred)
+            conn = Connection(self, self.observations, stream, cred, self.peers)
             try:
                 await conn.run()
             except ProtocolError as exc:

@@ -122,6 +122,11 @@ class ObservationIndex:
         self.indexed_upto = min(self._queue) - 1 if self._queue else self.accepted_upto
 
     @property
+    def instances(self) -> int:
+        """Shim instances that have observed and might replay (those of archived sessions are forgotten)."""
+        return len(self._seen)
+
+    @property
     def queued(self) -> int:
         return len(self._queue)
 

@@ -84,7 +84,8 @@ class Writer:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._chunks: deque[bytes | memoryview] = deque()
-        self.pending = 0  # bytes queued
+        self.pending = 0  # bytes queued, not yet written
+        self.queued = 0  # bytes ever queued: queued - pending have been written
         self.closed = False  # the peer is gone: further writes are discarded
 
     def write_line(self, line: bytes) -> None:
@@ -93,12 +94,14 @@ class Writer:
         self._chunks.append(line)
         self._chunks.append(NEWLINE)
         self.pending += len(line) + 1
+        self.queued += len(line) + 1
 
     def write(self, data: bytes) -> None:
         if self.closed or not data:
             return
         self._chunks.append(data)
         self.pending += len(data)
+        self.queued += len(data)
 
     def flush(self) -> None:
         """Write until done or the descriptor would block. Raises PeerGoneError if the peer left."""

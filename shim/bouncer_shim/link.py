@@ -102,6 +102,17 @@ class DaemonLink:
         return self._writer.pending if self._writer is not None else 0
 
     @property
+    def queued(self) -> int:
+        """Where the connection's byte stream ends once everything queued so far is written."""
+        return self._writer.queued if self._writer is not None else 0
+
+    @property
+    def written(self) -> int | None:
+        """How much of the connection's byte stream is in the kernel (the daemon can read it); None
+        without a connection."""
+        return self._writer.queued - self._writer.pending if self._writer is not None else None
+
+    @property
     def wants_write(self) -> bool:
         return self._writer is not None and self._writer.pending > 0
 

@@ -3,20 +3,25 @@
 Theory of operation
 -------------------
 Every upstream line is an `Output`. `Outbox.emit` gives it the next sequence number; with the link
-up (or syncing) it is sent to bouncerd as an ``observe`` (the raw bytes) and queued until that is
-acknowledged (`acked`). A ``tools/list`` result is also sent as a ``tools`` op and waits for that ack
-too. Observations are pipelined: nothing waits for one ack before sending the next, but outputs are
-released to the client strictly in arrival order, each only once all its acks are in, so the client
-never sees what the daemon has not recorded. Lines the shim made itself (`emit_made`) are not
-observed; they wait their turn behind what came before.
+up (or syncing) it is sent to bouncerd as an ``observe`` (the raw bytes), and a ``tools/list`` result
+also as a ``tools`` op. An output is released to the client, strictly in arrival order, as soon as
+its observation is *sent*: the `SendClient` action comes after the `SendDaemon` frame, and the pump
+never writes a client line before every daemon frame queued ahead of it is in the kernel (pump.py).
+From there the daemon cannot miss it: this connection's later requests are read after it, and a
+verdict on any other connection first reads everything already waiting on this one
+(bouncerd/server/connection.py; the argument is in docs/how-it-works.md). So a call costs one round
+trip to the daemon (its verdict), not two: the acknowledgement of an observation arrives off the
+client's path. Until it does the output is kept (`unacked`), because a daemon that dies before
+reading it would never have recorded it. Lines the shim made itself (`emit_made`) are not observed;
+they wait their turn behind what came before.
 
 While the link is CONNECTING outputs are queued unobserved; `resend` (on connect) observes them, and
-first the ones kept for replay. When the link is `lost`, everything queued is released without its
-acks, and what the daemon had not acknowledged is kept for replay; while it is DOWN each new output
-is released at once and kept too. Replay is bounded (MAX_REPLAY_BYTES, MAX_REPLAY_MESSAGES): past the
-bound, or when the daemon refuses an observation (`lose_observations`), `observations_lost` is set
-for good, and the relay refuses every call from then on: the daemon has missed something and could
-judge a call on a partial record.
+first the ones kept for replay. When the link is `lost`, everything queued is released, and what the
+daemon had not acknowledged is kept for replay; while it is DOWN each new output is released at once
+and kept too. Replay is bounded (MAX_REPLAY_BYTES, MAX_REPLAY_MESSAGES): past the bound, or when the
+daemon refuses an observation (`lose_observations`), `observations_lost` is set for good, and the
+relay refuses every call from then on: the daemon has missed something and could judge a call on a
+partial record.
 
 Released lines become `SendClient` actions, in order; observations go through a `Requester`.
 """
@@ -48,8 +53,8 @@ class Output:
         self.method: str | None = None
         self.tool: str | None = None
         self.request_id: str | int | None = None
-        self.waiting = 0  # acks still needed before release
-        self.sent = False  # observe sent on the current connection
+        self.waiting = 0  # acks (observe, tools) not yet in
+        self.sent = False  # observe sent on the current connection: it may be released
 
 
 class Outbox:
@@ -60,7 +65,9 @@ class Outbox:
         "_replay",
         "_replay_bytes",
         "_request",
+        "_unacked",
         "observations_lost",
+        "unacked_bytes",
         "unreleased_bytes",
     )
 
@@ -70,14 +77,21 @@ class Outbox:
         self._next_seq = 0
         self._queue: deque[Output] = deque()
         self.unreleased_bytes = 0  # queued bytes (the pump stops reading upstream past a bound)
-        self._replay: dict[int, Output] = {}  # seq -> output released while down, not yet acked
+        self._unacked: dict[int, Output] = {}  # seq -> observed on this connection, not yet acked
+        self.unacked_bytes = 0
+        self._replay: dict[int, Output] = {}  # seq -> released, to observe on the next connection
         self._replay_bytes = 0
         self.observations_lost = False
 
     @property
-    def is_flushed(self) -> bool:
+    def is_released(self) -> bool:
         """Nothing is waiting to be released."""
         return not self._queue
+
+    @property
+    def is_flushed(self) -> bool:
+        """Nothing is waiting to be released or acknowledged."""
+        return not self._queue and not self._unacked
 
     @property
     def replay_count(self) -> int:
@@ -95,10 +109,10 @@ class Outbox:
         self.unreleased_bytes += len(out.line)
         if link is LinkState.CONNECTING:
             return
-        out.waiting = 1
         if tools is not None and self._request("tools", out, {"tools": tools}):
             out.waiting += 1
         self._observe(out)
+        self._release()
 
     def emit_made(self, line: bytes) -> None:
         """A line the shim made in the server's stead: not observed, released in its turn."""
@@ -110,25 +124,28 @@ class Outbox:
 
     def acked(self, out: Output) -> None:
         """The daemon answered a request about `out` (an observe or a tools op)."""
-        if out.seq is not None and self._replay.pop(out.seq, None) is not None:
-            self._replay_bytes -= len(out.line)
         if out.waiting:
             out.waiting -= 1
-        self._release()
+        if not out.waiting and out.seq is not None and self._unacked.pop(out.seq, None) is not None:
+            self.unacked_bytes -= len(out.line)
 
     def resend(self) -> None:
         """A new connection: observe what it has not seen (kept for replay first), as sync requests."""
-        for out in list(self._replay.values()):  # one that cannot be encoded is acked (popped) at once
+        replay, self._replay, self._replay_bytes = self._replay, {}, 0
+        for out in replay.values():
             self._observe(out, sync=True)
         for out in self._queue:
             if out.seq is not None and not out.sent:
-                out.waiting = 1
                 self._observe(out, sync=True)
+        self._release()
 
     def lost(self) -> None:
         """The link is gone: release everything queued; keep what was not acknowledged for replay."""
+        unacked, self._unacked, self.unacked_bytes = self._unacked, {}, 0
+        for out in unacked.values():
+            self._keep_for_replay(out)
         for out in self._queue:
-            if out.seq is not None and (out.waiting or not out.sent):  # not acknowledged
+            if out.seq is not None:  # never acknowledged: it was not sent (or sent and in _unacked)
                 self._keep_for_replay(out)
             self._actions.append(SendClient(out.line))
         self._queue.clear()
@@ -142,7 +159,12 @@ class Outbox:
             )
 
     def _observe(self, out: Output, *, sync: bool = False) -> None:
+        """Send `out`'s observation; it is unacknowledged (kept) until the daemon answers."""
         out.sent = True
+        out.waiting += 1
+        if out.seq is not None and out.seq not in self._unacked:
+            self._unacked[out.seq] = out
+            self.unacked_bytes += len(out.line)
         fields = {
             "seq": out.seq,
             "kind": out.kind,
@@ -158,7 +180,7 @@ class Outbox:
 
     def _release(self) -> None:
         queue = self._queue
-        while queue and queue[0].waiting == 0 and queue[0].sent:
+        while queue and queue[0].sent:
             out = queue.popleft()
             self.unreleased_bytes -= len(out.line)
             self._actions.append(SendClient(out.line))
@@ -166,6 +188,8 @@ class Outbox:
     def _keep_for_replay(self, out: Output) -> None:
         if out.seq is None or out.seq in self._replay:
             return
+        out.waiting = 0
+        out.sent = False
         if (
             self.observations_lost
             or len(self._replay) >= MAX_REPLAY_MESSAGES
@@ -173,7 +197,5 @@ class Outbox:
         ):
             self.lose_observations()
             return
-        out.waiting = 1
-        out.sent = False
         self._replay[out.seq] = out
         self._replay_bytes += len(out.line)

@@ -13,6 +13,12 @@ socket (through `DaemonLink`) and a self-pipe that signals wake it up. Each turn
    the daemon, diagnostics to stderr. Writers are flushed once per turn, so a burst of messages
    leaves in one system call.
 
+Order. A line for the client never leaves before every daemon frame queued ahead of it is in the
+kernel: while the daemon socket has unwritten bytes, client lines wait (`_gated`) for the position
+they were queued at. That is what lets the outbox release an output as soon as its observation is
+sent (outbox.py): once the client can see it, bouncerd can read it. Without a connection nothing is
+in the way and waiting lines go out (the relay has kept their observations for replay).
+
 Back-pressure: a side is not read while too much of what it sent is still waiting downstream
 (HIGH_WATER_BYTES): the upstream while the client is slow to read or the daemon slow to acknowledge,
 the client while the upstream is slow to read or calls wait for verdicts. Memory stays bounded by
@@ -33,6 +39,7 @@ import selectors
 import signal
 import stat
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Final
 
@@ -105,6 +112,9 @@ class Pump:
         assert upstream.stdin_fd is not None
         self.to_upstream = Writer(upstream.stdin_fd)
         self._reader = Reader()
+        # Client lines waiting for the daemon frames queued before them: (link position, line).
+        self._gated: deque[tuple[int, bytes]] = deque()
+        self._gated_bytes = 0
         self.client_lines = LineSplitter()
         self.upstream_lines = LineSplitter()
         self.upstream_status: int | None = None
@@ -249,7 +259,7 @@ class Pump:
         )
 
     def _wants_upstream(self) -> bool:
-        backlog = self.stdout.pending + self.relay.unreleased_bytes + self.link.pending
+        backlog = self.stdout.pending + self._gated_bytes + self.relay.unreleased_bytes + self.link.pending
         return not self.upstream_eof and backlog < HIGH_WATER_BYTES
 
     # ---- reading ---------------------------------------------------------------------------------
@@ -313,7 +323,7 @@ class Pump:
         while actions := relay.take_actions():
             for action in actions:
                 if isinstance(action, SendClient):
-                    self.stdout.write_line(action.line)
+                    self._to_client(action.line)
                 elif isinstance(action, SendUpstream):
                     self.to_upstream.write_line(action.line)
                 elif isinstance(action, SendDaemon):
@@ -322,6 +332,21 @@ class Pump:
                     diagnose(action.message)
                 elif isinstance(action, Stop):
                     self._stop(action)
+
+    def _to_client(self, line: bytes) -> None:
+        """Write `line` to the client, after every daemon frame queued before it (see Order above)."""
+        if self._gated or self.link.pending:
+            self._gated.append((self.link.queued, line))
+            self._gated_bytes += len(line)
+        else:
+            self.stdout.write_line(line)
+
+    def _release_gated(self) -> None:
+        gated, written = self._gated, self.link.written
+        while gated and (written is None or gated[0][0] <= written):
+            line = gated.popleft()[1]
+            self._gated_bytes -= len(line)
+            self.stdout.write_line(line)
 
     def _check_daemon_answers(self, now: float) -> None:
         if not self.relay.awaiting_acks:
@@ -343,6 +368,7 @@ class Pump:
             elif isinstance(event, Lost):
                 self._forget("daemon")  # the link closed the socket; forget its fd
                 diagnose(event.reason)
+                self._release_gated()  # nothing left to wait for: the relay keeps them for replay
                 self.relay.daemon_lost()
         if events:
             self._apply()
@@ -350,6 +376,8 @@ class Pump:
     def _flush_all(self) -> None:
         if self.link.wants_write:
             self._on_link(self.link.flush(self.clock()))
+        if self._gated:
+            self._release_gated()
         if self.stdout.pending:
             try:
                 self.stdout.flush()
@@ -386,6 +414,8 @@ class Pump:
             self._forget("daemon")
             self.link.close()  # nothing more to ask or tell it
             self.stdout.discard()  # nor to release: the daemon refused to observe this server
+            self._gated.clear()
+            self._gated_bytes = 0
             self._client_gone()
             self._begin_shutdown(terminate=True)
 
@@ -456,10 +486,14 @@ class Pump:
             self._upstream_closed_stdout()
         if self._flush_until is None:
             self._flush_until = now + FLUSH_SECONDS
-        flushed = self.relay.is_flushed and (self.stdout.pending == 0 or self.stdout.closed)
+        flushed = (
+            self.relay.is_flushed and not self._gated and (self.stdout.pending == 0 or self.stdout.closed)
+        )
         if flushed or now >= self._flush_until:
-            if not flushed:
-                diagnose("exiting with server output the daemon had not acknowledged (not released)")
+            if not self.relay.is_released or self._gated:
+                diagnose("exiting with server output bouncerd had not been sent (not released)")
+            elif not self.relay.is_flushed:
+                diagnose("exiting before bouncerd acknowledged the last observations (they were sent)")
             return final
         return None
 

@@ -156,8 +156,9 @@ class Relay:
 
     @property
     def unreleased_bytes(self) -> int:
-        """Upstream bytes waiting for an ack (the pump stops reading upstream past a bound)."""
-        return self._outbox.unreleased_bytes
+        """Upstream bytes not yet released or not yet acknowledged (the pump stops reading upstream
+        past a bound)."""
+        return self._outbox.unreleased_bytes + self._outbox.unacked_bytes
 
     @property
     def held_bytes(self) -> int:
@@ -175,8 +176,13 @@ class Relay:
         return self._profile.modern
 
     @property
-    def is_flushed(self) -> bool:
+    def is_released(self) -> bool:
         """Nothing from upstream is waiting to be released."""
+        return self._outbox.is_released
+
+    @property
+    def is_flushed(self) -> bool:
+        """Nothing from upstream is waiting to be released or acknowledged."""
         return self._outbox.is_flushed
 
     # ---- the daemon link -------------------------------------------------------------------------
@@ -419,7 +425,9 @@ class Relay:
                 self._actions.append(SendClient(line))
                 return
         self._held.release(held)
-        if reply is None:
+        if reply is not None and self._outbox.observations_lost:  # refused after the verdict was asked
+            self._refuse(held.key, held.request_id, jsonrpc.LOST_REASON)
+        elif reply is None:
             self._refuse(held.key, held.request_id, f"bouncerd could not decide on this call ({error}).")
         elif reply.get("verdict") == "allow" and held.invalid is None:
             self._actions.append(SendUpstream(held.upstream_line))

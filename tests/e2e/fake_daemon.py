@@ -10,7 +10,9 @@ Verdicts: a tool whose name starts with ``deny`` is denied, ``ask`` asked, anyth
 Requests are answered in arrival order on a connection, one thread per connection, except that the
 verdict for a tool whose name starts with ``hold`` (allow) is sent only when the next request on the
 connection arrives, just before that request's reply: a test can then order "the client cancels" before
-"the verdict arrives" without sleeping.
+"the verdict arrives" without sleeping. With ``--stall-at-observe`` the first connection stops reading
+(and answering) at its first ``observe`` of a megabyte or more, as a wedged daemon would, and logs
+``{"op": "stalled"}``; once the file HOME/unstall exists it logs ``{"op": "unstalled"}`` and goes on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from bouncerd import wire
 from bouncerd.errors import ProtocolError
 
 _log_lock = threading.Lock()
+_stalled_once = threading.Event()
 
 
 def _summary(message: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +67,7 @@ def _answer(message: dict[str, Any], hello_error: str | None) -> dict[str, Any]:
     return wire.reply(rid)
 
 
-def _serve(conn: socket.socket, log: Path, hello_error: str | None) -> None:
+def _serve(conn: socket.socket, log: Path, hello_error: str | None, stall: bool = False) -> None:
     decoder = wire.FrameDecoder()
     deferred: list[bytes] = []
     with conn:
@@ -77,6 +81,18 @@ def _serve(conn: socket.socket, log: Path, hello_error: str | None) -> None:
             try:
                 decoder.receive_data(data)
                 while (message := decoder.next_message()) is not None:
+                    big = message.get("op") == "observe" and len(message.get("payload", b"")) >= 1 << 20
+                    if stall and big and not _stalled_once.is_set():
+                        _stalled_once.set()
+                        with _log_lock, log.open("a", encoding="utf-8") as f:
+                            f.write(json.dumps({"op": "stalled"}) + "\n")
+                        unstall = log.parent / "unstall"
+                        for _ in range(6000):  # a bound (60 s), never an expectation
+                            if unstall.exists():
+                                break
+                            time.sleep(0.01)
+                        with _log_lock, log.open("a", encoding="utf-8") as f:
+                            f.write(json.dumps({"op": "unstalled"}) + "\n")
                     with _log_lock, log.open("a", encoding="utf-8") as f:
                         f.write(json.dumps(_summary(message)) + "\n")
                     reply = wire.encode(_answer(message, hello_error))
@@ -95,6 +111,7 @@ def main() -> None:
     parser.add_argument("home")
     parser.add_argument("log")
     parser.add_argument("--hello-error")
+    parser.add_argument("--stall-at-observe", action="store_true")
     args = parser.parse_args()
     run = Path(args.home) / "run"
     run.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -106,7 +123,8 @@ def main() -> None:
     listener.listen(16)
     while True:
         conn, _ = listener.accept()
-        threading.Thread(target=_serve, args=(conn, Path(args.log), args.hello_error), daemon=True).start()
+        serve_args = (conn, Path(args.log), args.hello_error, args.stall_at_observe)
+        threading.Thread(target=_serve, args=serve_args, daemon=True).start()
 
 
 if __name__ == "__main__":

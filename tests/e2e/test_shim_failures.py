@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bouncer_shim import link
 from bouncer_shim.lines import MAX_LINE_BYTES
 
 from bouncerd import autostart
@@ -358,6 +359,47 @@ def test_fifty_megabyte_result_passes_through_intact(home: Path, fake: FakeDaemo
     assert hashlib.sha256(raw).hexdigest() == hashlib.sha256(expected.encode()).hexdigest()
     observed = [r for r in fake.requests() if r["op"] == "observe" and r["tool"] == "big"]
     assert observed[0]["payload_len"] == len(raw) and observed[0]["kind"] == "result"
+
+
+def test_an_output_is_released_only_once_its_observation_is_in_the_daemons_socket(
+    home: Path, shims: list[Shim]
+) -> None:
+    """The shim releases an output when its observation has been written to bouncerd, not acked (one
+        round trip per call). The attack on that: a daemon that reads slowly, or not at all, while a big
+        output's observation is still only in the shim's memory; releasing it then would show the agent
+        what bouncerd may never record. Here the daemon stops reading at the first of two outputs, each a
+    megabyte more than the shim's socket send buffer can hold (and small enough that the shim's own
+    back-pressure does not stop it reading the second)."""
+    fake = FakeDaemon(home, "daemon.log", "--stall-at-observe")
+    try:
+        shim = start(shims, home)
+        initialize(shim)
+        send_call(shim, 1, "burst", {"count": 2, "size": _socket_send_buffer() + (1 << 20)})
+        first = shim.recv_json()  # its observation was read whole before the daemon stalled
+        assert first["method"] == "notifications/message"
+        assert [r["op"] for r in fake.requests()][-1] == "stalled"
+        # The second's observation cannot be written whole (the daemon is not reading), so the client
+        # must not get it. Wait a while for it; a shim that released it early shows it here.
+        with contextlib.suppress(queue.Empty):
+            early = shim.lines.get(timeout=1.0)
+            raise AssertionError(f"released before bouncerd could read its observation: {early!r:.80}")
+        (home / "unstall").touch()
+        second = shim.recv_json()
+        assert second["method"] == "notifications/message"
+        assert "unstalled" in [r["op"] for r in fake.requests()]
+        assert shim.recv_json()["result"]["content"][0]["text"] == "burst done"
+        observed = [r for r in fake.requests() if r["op"] == "observe"]
+        assert len([r for r in observed if r.get("payload_len", 0) > _socket_send_buffer()]) == 2
+    finally:
+        fake.kill()
+
+
+def _socket_send_buffer() -> int:
+    """What the kernel grants the shim's daemon socket when it asks for link.SOCKET_SEND_BYTES."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, link.SOCKET_SEND_BYTES)
+        granted: int = probe.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    return granted
 
 
 def _peak_rss_kib(pid: int) -> int:

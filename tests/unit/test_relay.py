@@ -65,6 +65,7 @@ class Rig:
         self.to_client: list[bytes] = []
         self.to_upstream: list[bytes] = []
         self.requests: list[dict[str, Any]] = []  # every frame sent to the daemon, in order
+        self.order: list[tuple[str, Any]] = []  # ("client", line) and ("daemon", op) in action order
         self.unanswered: list[dict[str, Any]] = []
         self.diagnostics: list[str] = []
         self.stops: list[Stop] = []
@@ -77,13 +78,14 @@ class Rig:
                 self.client(request("rig-tools", "tools/list"))
                 self.upstream(result("rig-tools", {"tools": []}))
                 self.answer_all()
-                for seen in (self.to_client, self.to_upstream, self.requests, self.diagnostics):
+                for seen in (self.to_client, self.to_upstream, self.requests, self.diagnostics, self.order):
                     seen.clear()
 
     def pump(self) -> None:
         for action in self.relay.take_actions():
             if isinstance(action, SendClient):
                 self.to_client.append(action.line)
+                self.order.append(("client", action.line))
             elif isinstance(action, SendUpstream):
                 self.to_upstream.append(action.line)
             elif isinstance(action, SendDaemon):
@@ -94,6 +96,7 @@ class Rig:
                 wire.check_request(message)  # the real daemon validates every request this way
                 self.requests.append(message)
                 self.unanswered.append(message)
+                self.order.append(("daemon", message["op"]))
             elif isinstance(action, Diagnose):
                 self.diagnostics.append(action.message)
             elif isinstance(action, Stop):
@@ -374,9 +377,12 @@ def test_client_responses_to_server_requests_pass_unchanged() -> None:
 # ---- observation and release ---------------------------------------------------------------------
 
 
-def test_output_is_released_only_after_its_ack_and_in_order() -> None:
+def test_output_is_released_in_order_right_after_its_observation_and_kept_until_acked() -> None:
+    # One round trip per call: the client sees an output as soon as its observation is on its way to
+    # bouncerd (the pump writes it to the daemon socket first), not after the ack.
     rig = Rig()
     rig.client(request(1, "resources/read", {"uri": "x"}))
+    rig.order.clear()
     first = result(1, {"contents": []})
     second = line({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})
     rig.upstream(first)
@@ -389,10 +395,11 @@ def test_output_is_released_only_after_its_ack_and_in_order() -> None:
     )
     assert observe_first["payload"] == first
     assert (observe_second["kind"], observe_second["method"]) == ("notification", "notifications/progress")
+    assert rig.order == [("daemon", "observe"), ("client", first), ("daemon", "observe"), ("client", second)]
+    assert not rig.relay.is_flushed  # kept: a daemon that dies before reading them gets them replayed
     rig.answer(observe_second, seq=observe_second["seq"])
-    assert rig.to_client == []  # the second may not overtake the first
     rig.answer(observe_first, seq=observe_first["seq"])
-    assert rig.to_client == [first, second]
+    assert rig.relay.is_flushed and rig.to_client == [first, second]
 
 
 def test_tool_results_are_observed_with_their_tool() -> None:
@@ -406,27 +413,34 @@ def test_tool_results_are_observed_with_their_tool() -> None:
 
 def test_server_requests_and_invalid_json_are_observed_before_the_client_sees_them() -> None:
     rig = Rig()
+    rig.order.clear()
     rig.upstream(request("s1", "sampling/createMessage", {"maxTokens": 1}))
     rig.upstream(b"\xff not json")
     kinds = [(m["kind"], m["method"], m["request_id"]) for m in rig.pending("observe")]
     assert kinds == [("request", "sampling/createMessage", "s1"), ("other", None, None)]
-    assert rig.to_client == []
-    rig.answer_all()
-    assert rig.to_client == [request("s1", "sampling/createMessage", {"maxTokens": 1}), b"\xff not json"]
+    sampling = request("s1", "sampling/createMessage", {"maxTokens": 1})
+    assert rig.order == [
+        ("daemon", "observe"),
+        ("client", sampling),
+        ("daemon", "observe"),
+        ("client", b"\xff not json"),
+    ]
 
 
-def test_tools_list_result_is_sent_for_pinning_and_released_unchanged_after_both_acks() -> None:
+def test_tools_list_result_is_sent_for_pinning_and_released_unchanged_after_both_requests() -> None:
     rig = Rig()
     rig.client(request(1, "tools/list"))
+    rig.order.clear()
     tools = [{"name": "send_email", "inputSchema": {"type": "object"}}]
     listed = result(1, {"tools": tools})
     rig.upstream(listed)
     (pinned,) = rig.pending("tools")
     assert pinned["tools"] == tools
+    assert rig.order == [("daemon", "tools"), ("daemon", "observe"), ("client", listed)]
     rig.answer(rig.pending("observe")[0], seq=0)
-    assert rig.to_client == []
+    assert not rig.relay.is_flushed  # the tools op is not acknowledged yet
     rig.answer(pinned, pinned_now=["send_email"], unpinned=[], changed=[])
-    assert rig.to_client == [listed]
+    assert rig.relay.is_flushed and rig.to_client == [listed]
 
 
 def test_large_result_is_classified_from_its_envelope() -> None:

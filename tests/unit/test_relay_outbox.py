@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bouncer_shim import outbox
-from bouncer_shim.actions import Action, Diagnose, SendClient
+from bouncer_shim.actions import Action, Diagnose, SendClient, SendDaemon
 from bouncer_shim.outbox import Outbox, Output
 from bouncer_shim.sync import LinkState
 
@@ -19,16 +19,19 @@ UP, CONNECTING, DOWN = LinkState.UP, LinkState.CONNECTING, LinkState.DOWN
 
 
 class Recorder:
-    """Plays `LinkSync.request`: keeps every request; ops in `unencodable` cannot be sent."""
+    """Plays `LinkSync.request`: keeps every request and, like it, appends a `SendDaemon` to the
+    actions (so the order of frames and released lines shows); ops in `unencodable` cannot be sent."""
 
-    def __init__(self, *unencodable: str) -> None:
+    def __init__(self, *unencodable: str, actions: list[Action] | None = None) -> None:
         self.requests: list[tuple[str, Any, dict[str, Any], bool]] = []
+        self.actions = actions if actions is not None else []
         self.unencodable = set(unencodable)
 
     def __call__(self, op: str, target: object, fields: Any, *, sync: bool = False) -> bool:
         if op in self.unencodable:
             return False
         self.requests.append((op, target, dict(fields), sync))
+        self.actions.append(SendDaemon([op.encode()]))
         return True
 
     def ops(self) -> list[str]:
@@ -36,7 +39,8 @@ class Recorder:
 
 
 def rig(*unencodable: str) -> tuple[Outbox, Recorder, list[Action]]:
-    daemon, actions = Recorder(*unencodable), []
+    actions: list[Action] = []
+    daemon = Recorder(*unencodable, actions=actions)
     return Outbox(daemon, actions), daemon, actions
 
 
@@ -44,7 +48,16 @@ def released(actions: list[Action]) -> list[bytes]:
     return [a.line for a in actions if isinstance(a, SendClient)]
 
 
-def test_outputs_are_released_in_arrival_order_only_after_their_acks() -> None:
+def order(actions: list[Action]) -> list[bytes]:
+    """Frames to the daemon (their op) and lines to the client, in the order they were asked for."""
+    return [
+        a.parts[0] if isinstance(a, SendDaemon) else a.line
+        for a in actions
+        if isinstance(a, SendDaemon | SendClient)
+    ]
+
+
+def test_outputs_are_released_in_arrival_order_each_after_its_observation_and_kept_until_acked() -> None:
     box, daemon, actions = rig()
     first, second = Output(b"first"), Output(b"second")
     box.emit(first, None, UP)
@@ -53,10 +66,12 @@ def test_outputs_are_released_in_arrival_order_only_after_their_acks() -> None:
         ("observe", 0, b"first"),
         ("observe", 1, b"second"),
     ]  # pipelined: the second is observed before the first is acknowledged
+    assert order(actions) == [b"observe", b"first", b"observe", b"second"]
+    assert box.is_released and not box.is_flushed and box.unacked_bytes == len(b"firstsecond")
     box.acked(second)
-    assert actions == [] and not box.is_flushed
+    assert not box.is_flushed
     box.acked(first)
-    assert released(actions) == [b"first", b"second"] and box.is_flushed
+    assert box.is_flushed and box.unacked_bytes == 0 and released(actions) == [b"first", b"second"]
 
 
 def test_an_observation_carries_what_the_relay_classified() -> None:
@@ -76,16 +91,17 @@ def test_an_observation_carries_what_the_relay_classified() -> None:
     }
 
 
-def test_a_tools_list_is_released_only_after_its_tools_ack_too() -> None:
+def test_a_tools_list_is_released_after_both_its_requests_and_kept_until_both_acks() -> None:
     box, daemon, actions = rig()
     tools = [{"name": "send_email"}]
     listed = Output(b"listed")
     box.emit(listed, tools, UP)
     assert daemon.ops() == ["tools", "observe"] and daemon.requests[0][2] == {"tools": tools}
+    assert order(actions) == [b"tools", b"observe", b"listed"]
     box.acked(listed)
-    assert actions == []
+    assert not box.is_flushed
     box.acked(listed)
-    assert released(actions) == [b"listed"]
+    assert box.is_flushed
 
 
 def test_a_tools_list_that_cannot_be_sent_waits_only_for_its_observation() -> None:
@@ -94,7 +110,7 @@ def test_a_tools_list_that_cannot_be_sent_waits_only_for_its_observation() -> No
     box.emit(listed, [{"name": "x"}], UP)
     assert daemon.ops() == ["observe"]
     box.acked(listed)
-    assert released(actions) == [b"listed"]
+    assert box.is_flushed and released(actions) == [b"listed"]
 
 
 def test_while_connecting_outputs_wait_unobserved_until_the_link_resends_them() -> None:
@@ -104,24 +120,44 @@ def test_while_connecting_outputs_wait_unobserved_until_the_link_resends_them() 
     assert daemon.requests == [] and actions == [] and box.unreleased_bytes == len(b"early")
     box.resend()
     assert [(op, sync) for op, _, _, sync in daemon.requests] == [("observe", True)]
+    assert order(actions) == [b"observe", b"early"] and box.unreleased_bytes == 0
     box.acked(out)
-    assert released(actions) == [b"early"] and box.unreleased_bytes == 0
+    assert box.is_flushed
 
 
 def test_losing_the_link_releases_everything_and_keeps_the_unacknowledged_for_replay() -> None:
     box, daemon, actions = rig()
-    acked_one, unacked = Output(b"acked"), Output(b"unacked")
+    acked_one, unacked, unsent = Output(b"acked"), Output(b"unacked"), Output(b"unsent")
     box.emit(unacked, None, UP)
     box.emit(acked_one, None, UP)
-    box.acked(acked_one)  # acknowledged, but waits behind the first
+    box.acked(acked_one)
+    box.emit(unsent, None, CONNECTING)  # queued, never observed on this connection
     box.lost()
-    assert released(actions) == [b"unacked", b"acked"] and box.is_flushed and box.unreleased_bytes == 0
-    assert box.replay_count == 1
+    assert released(actions) == [b"unacked", b"acked", b"unsent"]  # each once
+    assert box.is_flushed and box.unreleased_bytes == 0 and box.unacked_bytes == 0
+    assert box.replay_count == 2
     daemon.requests.clear()
     box.resend()
-    assert [(f["payload"], sync) for _, _, f, sync in daemon.requests] == [(b"unacked", True)]
+    assert [(f["payload"], sync) for _, _, f, sync in daemon.requests] == [
+        (b"unacked", True),
+        (b"unsent", True),
+    ]
     box.acked(unacked)  # the replay was recorded: nothing to keep, nothing to release again
-    assert box.replay_count == 0 and released(actions) == [b"unacked", b"acked"]
+    box.acked(unsent)
+    assert box.replay_count == 0 and box.is_flushed
+    assert released(actions) == [b"unacked", b"acked", b"unsent"]
+
+
+def test_a_second_loss_before_the_replay_is_acked_keeps_it_for_the_next_connection() -> None:
+    box, daemon, _ = rig()
+    out = Output(b"once")
+    box.emit(out, None, UP)
+    box.lost()
+    box.resend()
+    box.lost()  # the replay was sent on a connection that died before answering
+    daemon.requests.clear()
+    box.resend()
+    assert [f["payload"] for _, _, f, _ in daemon.requests] == [b"once"]
 
 
 def test_while_down_outputs_are_released_at_once_and_replayed_before_newer_ones() -> None:
@@ -148,13 +184,13 @@ def test_replay_past_its_bound_means_observations_are_lost_for_good() -> None:
 def test_a_line_the_shim_made_is_not_observed_and_waits_its_turn() -> None:
     box, daemon, actions = rig()
     out = Output(b"server")
-    box.emit(out, None, UP)
+    box.emit(out, None, CONNECTING)
     box.emit_made(b"made")
-    assert daemon.ops() == ["observe"] and actions == []
-    box.acked(out)
-    assert released(actions) == [b"server", b"made"]
+    assert daemon.ops() == [] and actions == []  # behind an output bouncerd has not been sent
+    box.resend()
+    assert order(actions) == [b"observe", b"server", b"made"]
     box.emit_made(b"alone")  # nothing ahead of it: released at once
-    assert released(actions)[-1] == b"alone" and box.is_flushed
+    assert released(actions)[-1] == b"alone"
 
 
 def test_an_observation_that_cannot_be_sent_loses_observations_but_not_the_output() -> None:

@@ -36,6 +36,16 @@ def result(rid: Any, text: str) -> None:
 def call(rid: Any, name: str, args: dict[str, Any]) -> None:
     if name == "big":
         result(rid, "x" * int(args["size"]))
+    elif name == "burst":  # big notifications, then the result
+        for _ in range(int(args["count"])):
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/message",
+                    "params": {"data": "n" * int(args["size"])},
+                }
+            )
+        result(rid, "burst done")
     elif name == "notify":
         send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hi"}})
         result(rid, "notified")
