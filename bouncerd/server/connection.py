@@ -18,9 +18,14 @@ changes happen in arrival order:
 
 - ``observe`` (and a hook's ``observe_text``) is handled inline: journalled, then acked. So
   observations of one connection are accepted in the order they arrived, and an ack is never delayed
-  by a verdict that is waiting. Back-pressure: while more raw observations wait to be indexed than
-  the index holds (`ObservationIndex.has_room`), the connection stops reading, and the observation
-  that found no room is accepted by a task once there is (then reading resumes, in order).
+  by a verdict that is waiting. The shim released the output when it wrote the observation, so an
+  ``observe``'s ack is off the client's path: it waits up to ACK_DELAY_SECONDS to leave with the
+  next reply on the connection (in the common case the next call's verdict), in the same write,
+  instead of costing a write and a wake-up of the shim of its own. A refusal is sent at once, and
+  waiting acks always leave before any later reply. Back-pressure: while more raw observations
+  wait to be indexed than the index holds (`ObservationIndex.has_room`), the connection stops
+  reading, and the observation that found no room is accepted by a task once there is (then
+  reading resumes, in order).
 - ``client``, ``tools``, ``verdict`` and a hook's ``check_builtin`` go through the connection's
   *lane*. A verdict (or a ``check_builtin``) that reads taint must first wait until every other
   connection has read and dispatched what it had been sent when the verdict arrived (unread.py: the
@@ -58,6 +63,10 @@ from bouncerd.server.reader import FrameBuffer
 from bouncerd.server.unread import Peer, Peers
 
 log = logging.getLogger("bouncerd")
+
+# How long an observe's ack may wait for a reply to travel with (see Order above). Short against the
+# shim's patience (10 s), long against the gap between a result and the agent's next call in a burst.
+ACK_DELAY_SECONDS = 0.01
 
 _LANE_OPS = frozenset({"client", "tools", "verdict", "check_builtin"})
 # Lane ops that decide on taint: they wait until every observation accepted before them is indexed.
@@ -135,6 +144,8 @@ class Connection(asyncio.BufferedProtocol):
         self._failure: Exception | None = None
         self._ended = False  # nothing more is read or answered (a failure, a refused hello)
         self._batch: list[bytes] | None = None  # replies of the frames being dispatched, sent together
+        self._acks: list[bytes] = []  # observe acks waiting for a reply to travel with
+        self._ack_timer: asyncio.TimerHandle | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._async_pending = 0  # ops of `async_handlers` not answered yet
 
@@ -164,6 +175,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._left()
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
         self._closed.set()
 
     def _left(self) -> None:
@@ -217,6 +231,7 @@ class Connection(asyncio.BufferedProtocol):
             and not self._async_pending
             and self._transport is not None
         ):
+            self._flush_acks()
             self._transport.close()
 
     def _fail(self, exc: Exception | None) -> None:
@@ -229,6 +244,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._failure is None:
             self._failure = exc
         if self._transport is not None:
+            self._flush_acks()
             self._flush_batch()
             self._transport.close()
 
@@ -282,7 +298,11 @@ class Connection(asyncio.BufferedProtocol):
         observations = self.observations
         if op in _OBSERVE_OPS:
             if observations.has_room:
-                self._write(self._call(op, rid, msg))
+                reply = self._call(op, rid, msg)
+                if op == "observe" and reply.get("ok") is True:
+                    self._defer_ack(reply)
+                else:
+                    self._write(reply)
             else:
                 self._stalled = (op, rid, msg)
                 self.peers.stalled.add(self)
@@ -384,9 +404,31 @@ class Connection(asyncio.BufferedProtocol):
     # ---- writing ------------------------------------------------------------------------------
 
     def _write(self, message: dict[str, Any]) -> None:
+        frame = wire.encode(message)
+        if self._acks:  # older acks first, in the same write
+            frame = b"".join([*self._take_acks(), frame])
         if self._batch is not None:
-            self._batch.append(wire.encode(message))
+            self._batch.append(frame)
             return
         transport = self._transport
         if transport is not None and not transport.is_closing():
-            transport.write(wire.encode(message))
+            transport.write(frame)
+
+    def _defer_ack(self, reply: dict[str, Any]) -> None:
+        self._acks.append(wire.encode(reply))
+        if self._ack_timer is None:
+            self._ack_timer = asyncio.get_running_loop().call_later(ACK_DELAY_SECONDS, self._flush_acks)
+
+    def _take_acks(self) -> list[bytes]:
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+        acks, self._acks = self._acks, []
+        return acks
+
+    def _flush_acks(self) -> None:
+        """Send the waiting acks now (their time is up, or the connection is closing)."""
+        acks = self._take_acks()
+        transport = self._transport
+        if acks and transport is not None and not transport.is_closing():
+            transport.write(b"".join(acks))

@@ -605,6 +605,22 @@ def test_after_a_restart_a_send_waits_for_another_shim_to_replay_what_it_release
     assert "sends wait up to" in daemon.stderr_path.read_text(), daemon.stderr_path.read_text()
 
 
+def test_observe_acks_come_back_alone_or_ahead_of_the_next_reply_never_after_it(daemon: Any) -> None:
+    """Acks of observations wait a little to travel with the next reply (one write, one wake-up of
+    the shim). What that must not break: every ack arrives, with nothing else to carry it too, and
+    never behind a reply to a later request (the shim counts an error ack before a later verdict)."""
+    with _shim(daemon.paths, server="mail", instance="a") as mail:
+        mail.request("tools", tools=TOOLS)
+        assert _observe(mail, 1, _result("alone"))["seq"] == 1  # no other reply to carry it
+        first = mail.send(
+            "observe", seq=2, kind="result", method="tools/call", tool="read_mail", request_id=7,
+            payload=_result("then a ping"),
+        )  # fmt: skip
+        mail.wait(mail.send("ping"))  # replies are decoded in the order they came
+        assert first in mail._replies  # so the ack came ahead of the ping's reply (or with it)
+        assert mail.wait(first)["seq"] == 2
+
+
 def test_torn_journal_tail_is_cut_on_restart_and_state_is_kept(daemon: Any) -> None:
     with _shim(daemon.paths) as client:
         client.request("tools", tools=TOOLS)
