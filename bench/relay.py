@@ -144,8 +144,8 @@ def mark(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def shim_memory_mb() -> tuple[float, float] | None:
-    """(VmRSS, VmHWM) in MB of the bouncer-shim this process started, or None off Linux."""
+def shim_pid() -> int | None:
+    """The bouncer-shim this process started (Linux /proc), or None."""
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
@@ -153,8 +153,25 @@ def shim_memory_mb() -> tuple[float, float] | None:
         except OSError:
             continue
         if int(fields.get("PPid", "0")) == os.getpid() and b"bouncer-shim" in cmdline:
-            return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+            return int(status.parent.name)
     return None
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of `pid` in MB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of `pid` so far (Linux /proc), 0.0 if unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load_average() -> str:
@@ -184,7 +201,7 @@ async def timed_calls(client: Client, count: int, sink: list[float]) -> None:
         sink.append((time.perf_counter() - start) * 1000.0)
 
 
-async def round_trips(home: Path, calls: int, report: Report) -> list[bool]:
+async def round_trips(home: Path, calls: int, report: Report, daemon_pid: int) -> list[bool]:
     direct: list[float] = []
     relayed: list[float] = []
     memory: tuple[float, float] | None = None
@@ -198,6 +215,8 @@ async def round_trips(home: Path, calls: int, report: Report) -> list[bool]:
             if check.is_error:  # a refused call would time the deny path, not the relay
                 raise SystemExit(f"the bench's echo call was refused: {check.content}")
             await timed_calls(client, WARMUP_CALLS, [])
+        shim = shim_pid()
+        cpu_before = cpu_seconds(shim), cpu_seconds(daemon_pid)
         blocks = max(1, calls // BLOCK)
         for i in range(blocks):
             order: list[tuple[Client, list[float]]] = [(d, direct), (s, relayed)]
@@ -205,7 +224,8 @@ async def round_trips(home: Path, calls: int, report: Report) -> list[bool]:
                 order.reverse()
             for client, sink in order:
                 await timed_calls(client, BLOCK if calls >= BLOCK else calls, sink)
-        memory = shim_memory_mb()
+        shim_cpu, daemon_cpu = cpu_seconds(shim) - cpu_before[0], cpu_seconds(daemon_pid) - cpu_before[1]
+        memory = memory_mb(shim) if shim is not None else None
     ratio = median(relayed) / median(direct)
     tail = p99(relayed) / p99(direct)
     report.add(f"tools/call round trip, {len(direct)} calls a side, interleaved in blocks of {BLOCK}:")
@@ -215,6 +235,14 @@ async def round_trips(home: Path, calls: int, report: Report) -> list[bool]:
     report.add(f"  target: median ≤ {TARGET_CALL_RATIO:.2f}x direct ... {mark(ratio <= TARGET_CALL_RATIO)}")
     report.add(f"  target: p99 ≤ {TARGET_P99_RATIO:.2f}x direct ... {mark(tail <= TARGET_P99_RATIO)}")
     met = [ratio <= TARGET_CALL_RATIO, tail <= TARGET_P99_RATIO]
+    added = (median(relayed) - median(direct)) * 1000.0
+    per_call = 1e6 / len(relayed)
+    report.add(
+        f"  where the added {added:.0f} µs a call go: shim CPU {shim_cpu * per_call:.0f} µs, daemon CPU "
+        f"{daemon_cpu * per_call:.0f} µs a call (CPU time over the relayed calls, /proc); the rest is "
+        "waiting: two more processes woken on every call's path, and the client and server sharing "
+        "the cores with them"
+    )
     if memory is None:
         report.add("  shim memory: not measured (needs Linux /proc)")
     else:
@@ -310,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report([])
 
     async def run_all() -> list[bool]:
-        met = await round_trips(home, calls, report)
+        met = await round_trips(home, calls, report, daemon_pid)
         report.add()
         met.append(await startup(home, startup_reps, report))
         report.add()
@@ -319,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         return met
 
     try:
-        with daemon(home):
+        with daemon(home) as proc:
+            daemon_pid = proc.pid
             cpus = os.cpu_count()
             report.add(f"bench/relay.py: Python {sys.version.split()[0]}, {cpus} CPUs, {sys.platform}")
             report.add(f"at the start: {load_average()}")
