@@ -91,7 +91,7 @@ from __future__ import annotations
 import hashlib
 import re
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 from urllib.parse import unquote
 
 from bouncerd.core import fold, url
@@ -441,6 +441,13 @@ def _mask_byte(c: int) -> int:
 
 
 _MASK = bytes(_mask_byte(c) for c in range(256))
+# Mask bytes tested for with `in` as ints: `byte in mask` is one memchr, while `b"." in mask` first
+# tries the operand as an int and pays for a TypeError before it searches.
+_DOT_BYTE: Final = ord(".")
+_HASH_BYTE: Final = ord("#")
+_COLON_BYTE: Final = ord(":")
+_DIGIT_BYTE: Final = ord("0")
+_CONTROL_BYTE: Final = ord("C")
 # Anchors in the mask: "@" before a non-delimiter (found by `_positions`, `_AT` past the loop limit), a
 # "." before a token character, "#" before a word character, and a ":" before "//" (a URL), before ":"
 # or before three more IPv6 groups (an IPv6 address: a time such as "10:00:00" is not one).
@@ -641,7 +648,7 @@ def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
         if a > 0 and mask[a - 1] == ord("+"):
             a -= 1
         found += phone_keys(text[a:b])
-    if found and b"00" in mask:
+    if found and mask.find(b"00") >= 0:
         out.update(found)
     if not shaped:
         return
@@ -687,11 +694,11 @@ def _anchors(mask: bytes) -> list[int]:
     """Sorted positions of `@` and `#` before a token character, `.` inside a word, and `:` before
     `//`, `:` or IPv6 groups (one colon pattern costs less than a search for "://" alone)."""
     anchors = [p for p in _positions(mask, b"@", _AT) if mask[p + 1 : p + 2] not in (b" ", b"")]
-    if b"." in mask:
+    if _DOT_BYTE in mask:
         anchors += [m.start() for m in _DOT_ANCHOR.finditer(mask)]
-    if b"#" in mask:
+    if _HASH_BYTE in mask:
         anchors += [m.start() for m in _HASH_ANCHOR.finditer(mask)]
-    if b":" in mask:
+    if _COLON_BYTE in mask:
         anchors += [m.start() for m in _COLON_ANCHOR.finditer(mask)]
     anchors.sort()
     return anchors
@@ -702,7 +709,7 @@ def keys_in(text: str, out: set[str]) -> None:
     if len(text) < MIN_KEY_CHARS:
         return
     mask = text.encode("ascii", "replace").translate(_MASK)
-    if b"C" in mask:
+    if _CONTROL_BYTE in mask:
         # A control character either hides inside a token (`ev\x00e@evil.example`, read by a model as
         # `eve@…`) or separates two (`eve@evil.example\x00ann@corp.example`, where C code stops): both.
         keys_in(fold.ASCII_CONTROLS.sub(" ", text), out)
@@ -740,7 +747,7 @@ def keys_in(text: str, out: set[str]) -> None:
         slash = _slash_chunk_keys(text, mask, slash, out)
     if "\\" in text:
         _unc_keys(text, mask, out)
-    if b"0" in mask:
+    if _DIGIT_BYTE in mask:
         _numeric_keys(text, mask, out)
 
 
@@ -752,6 +759,10 @@ SHORT_TEXT_CHARS = 256
 SHORT_CACHE_ENTRIES = 8192
 _TRIGGER_CHARS = re.compile(r"[%&\\=\[({<]")
 _TOKEN_CHARS = re.compile(r"[@.#/0-9]")
+# Without an anchor character or a "/", only digit runs can be keys (phones, IBANs, platform ids), and
+# the shortest of those has this many characters: a shorter string ("m1234-0", an id) has none.
+_CHUNK_CHARS = re.compile(r"[@.#/:]")
+_SHORTEST_NUMERIC_KEY = min(PHONE_MIN_DIGITS, IBAN_MIN_CHARS, PLATFORM_ID_MIN_CHARS)
 
 
 def _has_reading_trigger(low: str) -> bool:
@@ -794,6 +805,8 @@ def _short_keys(text: str) -> tuple[str, ...]:
     if _has_reading_trigger(folded):
         return _general_keys(text)
     if not _TOKEN_CHARS.search(folded):
+        return ()
+    if len(folded) < _SHORTEST_NUMERIC_KEY and _CHUNK_CHARS.search(folded) is None:
         return ()
     out: set[str] = set()
     keys_in(folded, out)
