@@ -90,11 +90,24 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 from urllib.parse import unquote
 
 from bouncerd.core import fold, url
+
+
+def _load_native_anchors() -> Callable[[bytes], list[int]] | None:
+    """The anchor scan in C, built with the compiled scanner (bouncerd/native.py decides if it loads)."""
+    try:
+        from bouncerd.core._scan import anchors
+    except ImportError:
+        return None
+    return anchors
+
+
+_native_anchors = _load_native_anchors()
 
 MIN_KEY_CHARS = 6  # shorter tokens ("a@b.c", "x.io") collide with ordinary text too often
 MAX_KEY_CHARS = 320  # an e-mail is at most 254 characters; longer URL keys end in a digest
@@ -692,7 +705,8 @@ def _positions(haystack: str | bytes, needle: Any, pattern: re.Pattern[Any]) -> 
 
 def _anchors(mask: bytes) -> list[int]:
     """Sorted positions of `@` and `#` before a token character, `.` inside a word, and `:` before
-    `//`, `:` or IPv6 groups (one colon pattern costs less than a search for "://" alone)."""
+    `//`, `:` or IPv6 groups (one colon pattern costs less than a search for "://" alone). The
+    compiled build runs the same scan in C (`_scan.anchors`, one pass instead of four)."""
     anchors = [p for p in _positions(mask, b"@", _AT) if mask[p + 1 : p + 2] not in (b" ", b"")]
     if _DOT_BYTE in mask:
         anchors += [m.start() for m in _DOT_ANCHOR.finditer(mask)]
@@ -721,7 +735,7 @@ def keys_in(text: str, out: set[str]) -> None:
         slash = n
     bracket = "[" in text
     covered = -1
-    for p in _anchors(mask):
+    for p in _native_anchors(mask) if _native_anchors is not None else _anchors(mask):
         if p < covered:
             continue
         a = mask.rfind(b" ", 0, p) + 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,3 +76,25 @@ def test_a_short_string_skipped_by_the_fast_path_has_no_keys(text: str) -> None:
     full = sorted(k for k in out if len(k) >= tokens.MIN_KEY_CHARS)
     tokens._short_keys.cache_clear()
     assert sorted(tokens.key_tuple(text)) == full
+
+
+# ---- tokens: the anchor scan in C (bouncerd/core/_scan.c) against the pure one ----------------------
+
+needs_native_scan = pytest.mark.skipif(
+    tokens._native_anchors is None, reason="the C anchor scan is not loaded (no trusted compiled build)"
+)
+# Runs of the bytes the colon pattern counts ("0", "a", ":", "/") next to the other anchors, so IPv6
+# groups of every length, "://", "::" and consumed colons all occur; and any bytes at all.
+ANCHOR_PIECES = [*(bytes([c]) for c in sorted(set(tokens._MASK))), b"::", b"//", b"0000:", b"a:", b"aa0a0"]
+ANCHOR_MASK = st.one_of(
+    st.lists(st.sampled_from(ANCHOR_PIECES), max_size=40).map(b"".join),
+    st.binary(max_size=40),
+)
+
+
+@needs_native_scan
+@settings(max_examples=3000, deadline=None)
+@given(ANCHOR_MASK)
+def test_the_c_anchor_scan_finds_exactly_the_pure_anchors(mask: bytes) -> None:
+    assert tokens._native_anchors is not None
+    assert tokens._native_anchors(mask) == tokens._anchors(mask)
