@@ -47,6 +47,9 @@ colon_match(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
     return j;
 }
 
+/* The bytes that can be an anchor. */
+static const unsigned char ANCHOR_BYTE[256] = {['@'] = 1, ['.'] = 1, ['#'] = 1, [':'] = 1};
+
 static PyObject *
 anchors(PyObject *module, PyObject *arg)
 {
@@ -62,7 +65,14 @@ anchors(PyObject *module, PyObject *arg)
         return NULL;
     }
     Py_ssize_t colon_resume = 0; /* where finditer would try `_COLON_ANCHOR` next */
-    for (Py_ssize_t i = 0; i + 1 < n; i++) { /* every anchor needs a byte after it */
+    Py_ssize_t last = n - 1;     /* every anchor needs a byte after it */
+    for (Py_ssize_t i = 0; i < last; i++) {
+        while (i < last && !ANCHOR_BYTE[s[i]]) { /* the common case: a tight loop over plain bytes */
+            i++;
+        }
+        if (i >= last) {
+            break;
+        }
         unsigned char c = s[i], next = s[i + 1];
         int hit;
         switch (c) {
