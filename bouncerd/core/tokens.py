@@ -107,7 +107,17 @@ def _load_native_anchors() -> Callable[[bytes], list[int]] | None:
     return anchors
 
 
+def _load_native_numeric_runs() -> Callable[[bytes], list[tuple[int, int, int]]] | None:
+    """The digit-run scan in C (`_numeric_runs`), loaded like `_load_native_anchors`."""
+    try:
+        from bouncerd.core._scan import numeric_runs
+    except ImportError:
+        return None
+    return numeric_runs
+
+
 _native_anchors = _load_native_anchors()
+_native_numeric_runs = _load_native_numeric_runs()
 
 MIN_KEY_CHARS = 6  # shorter tokens ("a@b.c", "x.io") collide with ordinary text too often
 MAX_KEY_CHARS = 320  # an e-mail is at most 254 characters; longer URL keys end in a digest
@@ -637,6 +647,14 @@ def _platform_id(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
         out.add(text[a - 1 : b])
 
 
+def _numeric_runs(mask: bytes) -> list[tuple[int, int, int]]:
+    """(start, end, end of the platform id or -1) of every `_NUMERIC` match. The compiled build runs
+    the same scan in C (`_scan.numeric_runs`)."""
+    return [
+        (m.start(), m.end(), m.end(1) if m.lastindex is not None else -1) for m in _NUMERIC.finditer(mask)
+    ]
+
+
 def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
     """Phone numbers, IBANs and platform ids. Only a text with two digits in a row is read for phones
     (so "1 2 3 4 5 6 7 8" alone is not a phone); that test costs a scan, so it runs only once a
@@ -646,11 +664,11 @@ def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
     shaped = False  # whether any run is phone-shaped: every IBAN needle below lies inside such a run
     if mask[:2] == b"a0":
         _platform_id_at(text, mask, 1, out)  # one that starts the text
-    for m in _NUMERIC.finditer(mask):
+    runs = _native_numeric_runs(mask) if _native_numeric_runs is not None else _numeric_runs(mask)
+    for a, b, id_end in runs:
         shaped = True
-        a, b = m.start(), m.end()
-        if m.lastindex is not None:  # a platform id: its type letter is text[a - 1]
-            _platform_id(text, mask, a, m.end(1), out)
+        if id_end >= 0:  # a platform id: its type letter is text[a - 1]
+            _platform_id(text, mask, a, id_end, out)
             continue
         if (a > 0 and mask[a - 1] in b"aw0") or (b < n and mask[b] in b"aw"):
             if a > 1 and mask[a - 1] == 97 and mask[a - 2] in _PLATFORM_ID_LEFT:

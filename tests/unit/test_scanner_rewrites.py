@@ -98,3 +98,39 @@ ANCHOR_MASK = st.one_of(
 def test_the_c_anchor_scan_finds_exactly_the_pure_anchors(mask: bytes) -> None:
     assert tokens._native_anchors is not None
     assert tokens._native_anchors(mask) == tokens._anchors(mask)
+
+
+# ---- tokens: the digit-run scan in C against `_NUMERIC.finditer` ------------------------------------
+
+needs_native_numeric = pytest.mark.skipif(
+    tokens._native_numeric_runs is None,
+    reason="the C digit-run scan is not loaded (no trusted compiled build)",
+)
+# Digit runs around the phone length, with every separator, and platform-id shapes (a type letter after
+# a delimiter, letters and digits around the id lengths, and what may follow one).
+NUMERIC_PIECES = [
+    *(bytes([c]) for c in sorted(set(tokens._MASK))), b"0" * 7, b"0" * 8, b"00 00", b"0-0", b"0/0", b"0.0",
+    b" a0", b"@a0", b"#a0", b":a0", b"wa0", b"a" * 4, b"a0a0a0", b"0" * 4, b".a", b":0",
+]  # fmt: skip
+NUMERIC_MASK = st.one_of(
+    st.lists(st.sampled_from(NUMERIC_PIECES), max_size=30).map(b"".join),
+    st.binary(max_size=40),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(NUMERIC_MASK)
+def test_numeric_runs_lists_the_finditer_matches(mask: bytes) -> None:
+    old = [
+        (m.start(), m.end(), m.end(1) if m.lastindex is not None else -1)
+        for m in tokens._NUMERIC.finditer(mask)
+    ]
+    assert tokens._numeric_runs(mask) == old
+
+
+@needs_native_numeric
+@settings(max_examples=4000, deadline=None)
+@given(NUMERIC_MASK)
+def test_the_c_digit_run_scan_finds_exactly_the_pure_matches(mask: bytes) -> None:
+    assert tokens._native_numeric_runs is not None
+    assert tokens._native_numeric_runs(mask) == tokens._numeric_runs(mask)
