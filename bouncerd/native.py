@@ -8,6 +8,10 @@ from the very same source: `scripts/native_build.py` builds them in place for a 
 stamp (`STAMP_NAME`, beside the modules) with the SHA-256 of each source file it compiled and the
 interpreter's cache tag. Indexing output for taint then runs ~1.6x as fast (bench/taint.py).
 
+Beside them, `ACCELERATORS` are small hand-written C extensions (bouncerd/core/NAME.c) for the
+hottest scans, each replacing a pure function that stays as the fallback; the same build compiles
+them, the same stamp covers their source, and they load only together with the compiled modules.
+
 Python's import system prefers an extension module to a .py file of the same name, so a compiled
 module left behind by an older build would silently shadow edited source. `NativeOrSource`, a meta
 path finder that bouncerd/__init__.py installs, decides once per process, before the first scanner
@@ -39,6 +43,9 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 SCANNER: Final = ("fold", "tokens", "url", "taint")
+# Hand-written C extensions built beside them (bouncerd/core/NAME.c), each the pure scanner's own
+# fallback when absent: loaded only together with the compiled modules, under the same stamp.
+ACCELERATORS: Final = ("_scan",)
 PACKAGE: Final = "bouncerd.core"
 STAMP_NAME: Final = "_native.json"
 PURE_VARIABLE: Final = "BOUNCER_PURE"
@@ -53,6 +60,9 @@ def source_digests(core_dir: str = CORE_DIR) -> dict[str, str]:
     out = {}
     for name in SCANNER:
         with open(os.path.join(core_dir, f"{name}.py"), "rb") as f:
+            out[name] = hashlib.sha256(f.read()).hexdigest()
+    for name in ACCELERATORS:
+        with open(os.path.join(core_dir, f"{name}.c"), "rb") as f:
             out[name] = hashlib.sha256(f.read()).hexdigest()
     return out
 
@@ -101,11 +111,13 @@ class NativeOrSource:
         cls, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
         package, _, name = fullname.rpartition(".")
-        if package != PACKAGE or name not in SCANNER:
+        if package != PACKAGE or (name not in SCANNER and name not in ACCELERATORS):
             return None
-        native, _ = _decided()
+        native, why = _decided()
         if native:
             return None
+        if name in ACCELERATORS:  # the source runs its own pure fallback
+            raise ModuleNotFoundError(f"{fullname} is not loaded: {why}", name=fullname)
         from importlib.util import spec_from_file_location
 
         return spec_from_file_location(fullname, os.path.join(CORE_DIR, f"{name}.py"))

@@ -1,4 +1,4 @@
-"""Compile the taint scanner (bouncerd/core: fold, tokens, url, taint) with mypyc.
+"""Compile the taint scanner (bouncerd/core: fold, tokens, url, taint) with mypyc, and its C scans.
 
     python scripts/native_build.py --inplace      # a development tree (scripts/setup runs this)
     python scripts/native_build.py --out DIR      # DIR/bouncerd/core/*.so + the stamp (the wheel hook)
@@ -27,19 +27,22 @@ sys.path.insert(0, str(ROOT))
 from bouncerd import native  # noqa: E402 - after the path: the tree being built, not an installed copy
 
 SETUP = """\
-from setuptools import setup
+from setuptools import Extension, setup
 from mypyc.build import mypycify
 
+accelerators = [
+    Extension(f"bouncerd.core.{{name}}", [f"bouncerd/core/{{name}}.c"]) for name in {accelerators!r}
+]
 setup(
     name="bouncer-native",
-    ext_modules=mypycify({paths!r}, group_name="bouncerd.core._native", opt_level="3"),
+    ext_modules=mypycify({paths!r}, group_name="bouncerd.core._native", opt_level="3") + accelerators,
 )
 """
 
 
 def remove_built(core: Path) -> None:
     (core / native.STAMP_NAME).unlink(missing_ok=True)
-    for name in (*native.SCANNER, "_native__mypyc"):
+    for name in (*native.SCANNER, *native.ACCELERATORS, "_native__mypyc"):
         for so in core.glob(f"{name}.*.so"):
             so.unlink()
         for pyd in core.glob(f"{name}.*.pyd"):
@@ -63,7 +66,7 @@ def build(out_root: Path, *, verbose: bool) -> bool:
             ROOT / "bouncerd", work / "bouncerd", ignore=shutil.ignore_patterns("__pycache__", "*.so")
         )
         paths = [f"bouncerd/core/{name}.py" for name in native.SCANNER]
-        (work / "setup.py").write_text(SETUP.format(paths=paths))
+        (work / "setup.py").write_text(SETUP.format(paths=paths, accelerators=list(native.ACCELERATORS)))
         env = {**os.environ, "PYTHONPATH": str(work)}
         done = subprocess.run(
             [sys.executable, "setup.py", "build_ext", "--inplace"],
@@ -78,11 +81,9 @@ def build(out_root: Path, *, verbose: bool) -> bool:
             print(f"native build failed (the scanner stays pure Python):\n{tail}", file=sys.stderr)
             return False
         built = sorted((work / "bouncerd" / "core").glob("*.so"))
-        if len(built) != len(native.SCANNER) + 1:
-            print(
-                f"native build produced {[p.name for p in built]}; expected {len(native.SCANNER) + 1}",
-                file=sys.stderr,
-            )
+        expected = len(native.SCANNER) + len(native.ACCELERATORS) + 1
+        if len(built) != expected:
+            print(f"native build produced {[p.name for p in built]}; expected {expected}", file=sys.stderr)
             return False
         for so in built:
             shutil.copy2(so, core / so.name)

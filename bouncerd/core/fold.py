@@ -201,7 +201,8 @@ _B64_MASK = bytes(
     ord("b") if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/-_") else c if c in b"=\r\n" else 32
     for c in range(256)
 )
-_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+# What `_as_text` counts as unprintable: ASCII control characters other than tab, CR and LF, and U+FFFD.
+_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 
 
 def _js_unescape(text: str) -> str:
@@ -280,7 +281,9 @@ def _as_text(raw: bytes) -> str | None:
     text = raw.decode("utf-8", "replace")
     if not text:
         return None
-    bad = len(_CONTROL_CHARS.findall(text))
+    # An ASCII byte decodes to itself wherever it stands (invalid sequences around it become U+FFFD),
+    # so the control characters are counted in `raw` (one C pass) and the replacements in `text`.
+    bad = len(raw) - len(raw.translate(None, _CONTROL_BYTES)) + text.count("\ufffd")
     return text if bad <= len(text) * (1 - BASE64_MIN_PRINTABLE) else None
 
 

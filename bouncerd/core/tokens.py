@@ -90,11 +90,34 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 from urllib.parse import unquote
 
 from bouncerd.core import fold, url
+
+
+def _load_native_anchors() -> Callable[[bytes], list[int]] | None:
+    """The anchor scan in C, built with the compiled scanner (bouncerd/native.py decides if it loads)."""
+    try:
+        from bouncerd.core._scan import anchors
+    except ImportError:
+        return None
+    return anchors
+
+
+def _load_native_numeric_runs() -> Callable[[bytes], list[tuple[int, int, int]]] | None:
+    """The digit-run scan in C (`_numeric_runs`), loaded like `_load_native_anchors`."""
+    try:
+        from bouncerd.core._scan import numeric_runs
+    except ImportError:
+        return None
+    return numeric_runs
+
+
+_native_anchors = _load_native_anchors()
+_native_numeric_runs = _load_native_numeric_runs()
 
 MIN_KEY_CHARS = 6  # shorter tokens ("a@b.c", "x.io") collide with ordinary text too often
 MAX_KEY_CHARS = 320  # an e-mail is at most 254 characters; longer URL keys end in a digest
@@ -441,6 +464,13 @@ def _mask_byte(c: int) -> int:
 
 
 _MASK = bytes(_mask_byte(c) for c in range(256))
+# Mask bytes tested for with `in` as ints: `byte in mask` is one memchr, while `b"." in mask` first
+# tries the operand as an int and pays for a TypeError before it searches.
+_DOT_BYTE: Final = ord(".")
+_HASH_BYTE: Final = ord("#")
+_COLON_BYTE: Final = ord(":")
+_DIGIT_BYTE: Final = ord("0")
+_CONTROL_BYTE: Final = ord("C")
 # Anchors in the mask: "@" before a non-delimiter (found by `_positions`, `_AT` past the loop limit), a
 # "." before a token character, "#" before a word character, and a ":" before "//" (a URL), before ":"
 # or before three more IPv6 groups (an IPv6 address: a time such as "10:00:00" is not one).
@@ -617,6 +647,14 @@ def _platform_id(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
         out.add(text[a - 1 : b])
 
 
+def _numeric_runs(mask: bytes) -> list[tuple[int, int, int]]:
+    """(start, end, end of the platform id or -1) of every `_NUMERIC` match. The compiled build runs
+    the same scan in C (`_scan.numeric_runs`)."""
+    return [
+        (m.start(), m.end(), m.end(1) if m.lastindex is not None else -1) for m in _NUMERIC.finditer(mask)
+    ]
+
+
 def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
     """Phone numbers, IBANs and platform ids. Only a text with two digits in a row is read for phones
     (so "1 2 3 4 5 6 7 8" alone is not a phone); that test costs a scan, so it runs only once a
@@ -626,11 +664,11 @@ def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
     shaped = False  # whether any run is phone-shaped: every IBAN needle below lies inside such a run
     if mask[:2] == b"a0":
         _platform_id_at(text, mask, 1, out)  # one that starts the text
-    for m in _NUMERIC.finditer(mask):
+    runs = _native_numeric_runs(mask) if _native_numeric_runs is not None else _numeric_runs(mask)
+    for a, b, id_end in runs:
         shaped = True
-        a, b = m.start(), m.end()
-        if m.lastindex is not None:  # a platform id: its type letter is text[a - 1]
-            _platform_id(text, mask, a, m.end(1), out)
+        if id_end >= 0:  # a platform id: its type letter is text[a - 1]
+            _platform_id(text, mask, a, id_end, out)
             continue
         if (a > 0 and mask[a - 1] in b"aw0") or (b < n and mask[b] in b"aw"):
             if a > 1 and mask[a - 1] == 97 and mask[a - 2] in _PLATFORM_ID_LEFT:
@@ -641,7 +679,7 @@ def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
         if a > 0 and mask[a - 1] == ord("+"):
             a -= 1
         found += phone_keys(text[a:b])
-    if found and b"00" in mask:
+    if found and mask.find(b"00") >= 0:
         out.update(found)
     if not shaped:
         return
@@ -685,13 +723,14 @@ def _positions(haystack: str | bytes, needle: Any, pattern: re.Pattern[Any]) -> 
 
 def _anchors(mask: bytes) -> list[int]:
     """Sorted positions of `@` and `#` before a token character, `.` inside a word, and `:` before
-    `//`, `:` or IPv6 groups (one colon pattern costs less than a search for "://" alone)."""
+    `//`, `:` or IPv6 groups (one colon pattern costs less than a search for "://" alone). The
+    compiled build runs the same scan in C (`_scan.anchors`, one pass instead of four)."""
     anchors = [p for p in _positions(mask, b"@", _AT) if mask[p + 1 : p + 2] not in (b" ", b"")]
-    if b"." in mask:
+    if _DOT_BYTE in mask:
         anchors += [m.start() for m in _DOT_ANCHOR.finditer(mask)]
-    if b"#" in mask:
+    if _HASH_BYTE in mask:
         anchors += [m.start() for m in _HASH_ANCHOR.finditer(mask)]
-    if b":" in mask:
+    if _COLON_BYTE in mask:
         anchors += [m.start() for m in _COLON_ANCHOR.finditer(mask)]
     anchors.sort()
     return anchors
@@ -702,7 +741,7 @@ def keys_in(text: str, out: set[str]) -> None:
     if len(text) < MIN_KEY_CHARS:
         return
     mask = text.encode("ascii", "replace").translate(_MASK)
-    if b"C" in mask:
+    if _CONTROL_BYTE in mask:
         # A control character either hides inside a token (`ev\x00e@evil.example`, read by a model as
         # `eve@…`) or separates two (`eve@evil.example\x00ann@corp.example`, where C code stops): both.
         keys_in(fold.ASCII_CONTROLS.sub(" ", text), out)
@@ -714,7 +753,7 @@ def keys_in(text: str, out: set[str]) -> None:
         slash = n
     bracket = "[" in text
     covered = -1
-    for p in _anchors(mask):
+    for p in _native_anchors(mask) if _native_anchors is not None else _anchors(mask):
         if p < covered:
             continue
         a = mask.rfind(b" ", 0, p) + 1
@@ -740,7 +779,7 @@ def keys_in(text: str, out: set[str]) -> None:
         slash = _slash_chunk_keys(text, mask, slash, out)
     if "\\" in text:
         _unc_keys(text, mask, out)
-    if b"0" in mask:
+    if _DIGIT_BYTE in mask:
         _numeric_keys(text, mask, out)
 
 
@@ -752,6 +791,10 @@ SHORT_TEXT_CHARS = 256
 SHORT_CACHE_ENTRIES = 8192
 _TRIGGER_CHARS = re.compile(r"[%&\\=\[({<]")
 _TOKEN_CHARS = re.compile(r"[@.#/0-9]")
+# Without an anchor character or a "/", only digit runs can be keys (phones, IBANs, platform ids), and
+# the shortest of those has this many characters: a shorter string ("m1234-0", an id) has none.
+_CHUNK_CHARS = re.compile(r"[@.#/:]")
+_SHORTEST_NUMERIC_KEY = min(PHONE_MIN_DIGITS, IBAN_MIN_CHARS, PLATFORM_ID_MIN_CHARS)
 
 
 def _has_reading_trigger(low: str) -> bool:
@@ -794,6 +837,8 @@ def _short_keys(text: str) -> tuple[str, ...]:
     if _has_reading_trigger(folded):
         return _general_keys(text)
     if not _TOKEN_CHARS.search(folded):
+        return ()
+    if len(folded) < _SHORTEST_NUMERIC_KEY and _CHUNK_CHARS.search(folded) is None:
         return ()
     out: set[str] = set()
     keys_in(folded, out)

@@ -29,6 +29,9 @@ COMPILED = native.decide({})[0]
 needs_build = pytest.mark.skipif(
     not COMPILED, reason=f"no current compiled scanner in this tree ({native.decide({})[1]})"
 )
+runs_compiled = pytest.mark.skipif(
+    not native.implementation().startswith("compiled"), reason=f"this process runs {native.implementation()}"
+)
 
 WORKER = r"""
 import json, sys
@@ -96,6 +99,33 @@ def test_edited_source_is_loaded_instead_of_a_stale_compiled_module(tmp_path: Pa
 
 
 @needs_build
+def test_an_edited_c_scan_sends_the_scanner_to_source_and_leaves_the_stale_one_unloaded(
+    tmp_path: Path,
+) -> None:
+    tree = _copy_tree(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_VARIABLE}
+    code = "from bouncerd.core import tokens\nprint(tokens._native_anchors is not None)"
+
+    def c_scan_loaded() -> bool:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, "PYTHONPATH": str(tree)},
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip() == "True"
+
+    assert c_scan_loaded()
+    for name in native.ACCELERATORS:
+        source = tree / "bouncerd" / "core" / f"{name}.c"
+        source.write_text(source.read_text() + "\n/* edited after the build */\n")
+    assert all(f.endswith(".py") for f in _which(env, tree).values())
+    assert not c_scan_loaded()
+
+
+@needs_build
 def test_a_build_stamp_for_another_interpreter_or_unreadable_is_not_trusted(tmp_path: Path) -> None:
     tree = _copy_tree(tmp_path)
     stamp = tree / "bouncerd" / "core" / native.STAMP_NAME
@@ -118,6 +148,8 @@ def test_decide_names_why_the_source_is_used(tmp_path: Path) -> None:
     core.mkdir()
     for name in native.SCANNER:
         (core / f"{name}.py").write_text(f"# {name}\n")
+    for name in native.ACCELERATORS:
+        (core / f"{name}.c").write_text(f"/* {name} */\n")
     assert native.decide({}, str(core)) == (False, "pure Python (no compiled build)")
     assert native.decide({native.PURE_VARIABLE: "1"}, str(core))[0] is False
     stamp = {
@@ -158,7 +190,7 @@ PIECES = [
 SMUGGLED = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=8)), max_size=12).map("".join)
 
 
-@needs_build
+@runs_compiled
 @settings(max_examples=400, deadline=None)
 @given(SMUGGLED)
 def test_compiled_and_source_scanners_read_every_string_alike(

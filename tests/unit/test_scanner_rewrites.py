@@ -1,0 +1,136 @@
+"""Scanner steps rewritten for speed read every input exactly as the slower form they replaced.
+
+What these stop: a faster scan that answers differently on some input. Output keys are a security gate
+(a key the scanner misses is a destination it lets through), so each rewritten step is held to its
+previous form, kept here as the oracle, over generated adversarial input.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bouncerd.core import fold, tokens
+
+# ---- fold._as_text: unprintable characters counted with one byte pass, not a regex ------------------
+
+_OLD_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+
+
+def _old_as_text(raw: bytes) -> str | None:
+    text = raw.decode("utf-8", "replace")
+    if not text:
+        return None
+    bad = len(_OLD_CONTROL_CHARS.findall(text))
+    return text if bad <= len(text) * (1 - fold.BASE64_MIN_PRINTABLE) else None
+
+
+# Bytes that stress the decoder: controls, truncated and overlong sequences, surrogates, a literal
+# U+FFFD, invalid lead bytes, next to ordinary text.
+_BYTE_PIECES = [
+    b"\x00", b"\x07", b"\x09", b"\x0a", b"\x0b", b"\x0d", b"\x1f", b"\x7f", b"\xef\xbf\xbd", b"\xc3",
+    b"\xc3\xa9", b"\xe2\x82", b"\xe2\x82\xac", b"\xf0\x9f\x98", b"\xed\xa0\x80", b"\xc0\xaf", b"\xff",
+    b"\x80", b"eve@evil.example", b" ", b"abc",
+]  # fmt: skip
+RAW = st.one_of(
+    st.binary(max_size=64),
+    st.lists(st.one_of(st.sampled_from(_BYTE_PIECES), st.binary(max_size=4)), max_size=24).map(b"".join),
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(RAW)
+def test_as_text_counts_unprintable_characters_as_the_regex_did(raw: bytes) -> None:
+    assert fold._as_text(raw) == _old_as_text(raw)
+
+
+# ---- tokens: single-byte membership in the mask tested with an int ----------------------------------
+
+MASK = st.lists(st.sampled_from(sorted(set(tokens._MASK))), max_size=48).map(bytes)
+
+
+@given(MASK)
+def test_the_anchor_scan_finds_what_substring_membership_found(mask: bytes) -> None:
+    old = [p for p in tokens._positions(mask, b"@", tokens._AT) if mask[p + 1 : p + 2] not in (b" ", b"")]
+    scans = ((b".", tokens._DOT_ANCHOR), (b"#", tokens._HASH_ANCHOR), (b":", tokens._COLON_ANCHOR))
+    for needle, pattern in scans:
+        if needle in mask:
+            old += [m.start() for m in pattern.finditer(mask)]
+    assert tokens._anchors(mask) == sorted(old)
+
+
+# ---- tokens._short_keys: a short string without an anchor or "/" is not tokenised -------------------
+
+SHORT_PLAIN = st.text(alphabet="0123456789ab-+_ \t\x00\x07Uc", max_size=tokens._SHORTEST_NUMERIC_KEY + 2)
+
+
+@settings(max_examples=500, deadline=None)
+@given(SHORT_PLAIN)
+def test_a_short_string_skipped_by_the_fast_path_has_no_keys(text: str) -> None:
+    folded = text.lower()
+    out: set[str] = set()
+    tokens.keys_in(folded, out)
+    full = sorted(k for k in out if len(k) >= tokens.MIN_KEY_CHARS)
+    tokens._short_keys.cache_clear()
+    assert sorted(tokens.key_tuple(text)) == full
+
+
+# ---- tokens: the anchor scan in C (bouncerd/core/_scan.c) against the pure one ----------------------
+
+needs_native_scan = pytest.mark.skipif(
+    tokens._native_anchors is None, reason="the C anchor scan is not loaded (no trusted compiled build)"
+)
+# Runs of the bytes the colon pattern counts ("0", "a", ":", "/") next to the other anchors, so IPv6
+# groups of every length, "://", "::" and consumed colons all occur; and any bytes at all.
+ANCHOR_PIECES = [*(bytes([c]) for c in sorted(set(tokens._MASK))), b"::", b"//", b"0000:", b"a:", b"aa0a0"]
+ANCHOR_MASK = st.one_of(
+    st.lists(st.sampled_from(ANCHOR_PIECES), max_size=40).map(b"".join),
+    st.binary(max_size=40),
+)
+
+
+@needs_native_scan
+@settings(max_examples=3000, deadline=None)
+@given(ANCHOR_MASK)
+def test_the_c_anchor_scan_finds_exactly_the_pure_anchors(mask: bytes) -> None:
+    assert tokens._native_anchors is not None
+    assert tokens._native_anchors(mask) == tokens._anchors(mask)
+
+
+# ---- tokens: the digit-run scan in C against `_NUMERIC.finditer` ------------------------------------
+
+needs_native_numeric = pytest.mark.skipif(
+    tokens._native_numeric_runs is None,
+    reason="the C digit-run scan is not loaded (no trusted compiled build)",
+)
+# Digit runs around the phone length, with every separator, and platform-id shapes (a type letter after
+# a delimiter, letters and digits around the id lengths, and what may follow one).
+NUMERIC_PIECES = [
+    *(bytes([c]) for c in sorted(set(tokens._MASK))), b"0" * 7, b"0" * 8, b"00 00", b"0-0", b"0/0", b"0.0",
+    b" a0", b"@a0", b"#a0", b":a0", b"wa0", b"a" * 4, b"a0a0a0", b"0" * 4, b".a", b":0",
+]  # fmt: skip
+NUMERIC_MASK = st.one_of(
+    st.lists(st.sampled_from(NUMERIC_PIECES), max_size=30).map(b"".join),
+    st.binary(max_size=40),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(NUMERIC_MASK)
+def test_numeric_runs_lists_the_finditer_matches(mask: bytes) -> None:
+    old = [
+        (m.start(), m.end(), m.end(1) if m.lastindex is not None else -1)
+        for m in tokens._NUMERIC.finditer(mask)
+    ]
+    assert tokens._numeric_runs(mask) == old
+
+
+@needs_native_numeric
+@settings(max_examples=4000, deadline=None)
+@given(NUMERIC_MASK)
+def test_the_c_digit_run_scan_finds_exactly_the_pure_matches(mask: bytes) -> None:
+    assert tokens._native_numeric_runs is not None
+    assert tokens._native_numeric_runs(mask) == tokens._numeric_runs(mask)
