@@ -87,7 +87,8 @@ def _fold(entries: list[tuple[str, ToolEntry]]) -> tuple[ToolEntry, dict[str, st
     written keys, with the entry that last wrote each key."""
     values: dict[str, Any] = {}
     where: dict[str, str] = {}
-    for label, entry in entries:
+    set_at: dict[str, int] = {}
+    for index, (label, entry) in enumerate(entries):
         for key, value in entry.written():
             old = values.get(key)
             if key in EXTENDING_LISTS and old is not None:
@@ -96,6 +97,13 @@ def _fold(entries: list[tuple[str, ToolEntry]]) -> tuple[ToolEntry, dict[str, st
                 value = {**old, **value}
             values[key] = value
             where[key] = label
+            set_at[key] = index
+    declared = max(set_at.get("sink_params", -1), set_at.get("sink_kind", -1))
+    if values.get("exfiltrating") is False and declared > set_at["exfiltrating"]:
+        # As `resolve` reads it: sinks declared after the "exfiltrating: false" (a server's entry
+        # below a global one) turn the gate back on, so that false turns nothing off.
+        values["exfiltrating"] = True
+        where["exfiltrating"] = entries[declared][0]
     return ToolEntry(**values), where
 
 

@@ -189,3 +189,33 @@ def test_a_user_layer_restating_the_managed_rules_is_accepted(managed: PolicyFil
         servers=managed.servers,
     )
     assert problems(managed, copy) == []
+
+
+def _gate_off_globally_on_for_server_a(filename: str, managed: bool, *, with_server: bool) -> PolicyFile:
+    servers = {"a": ServerSection(tools={"t1": ToolEntry(sink_kind="send")}, tool_lines={"t1": 2})}
+    return PolicyFile(
+        filename,
+        tools={"t1": ToolEntry(exfiltrating=False)},
+        tool_lines={"t1": 1},
+        servers=servers if with_server else {},
+        managed=managed,
+    )
+
+
+def test_exfiltrating_false_undone_by_a_servers_sink_in_the_same_file_loosens_nothing() -> None:
+    # Found by the hypothesis test above: a global "exfiltrating: false" with a server's sink_kind
+    # below it leaves the gate on for that server (rules.resolve), so restating both is no loosening.
+    managed = _gate_off_globally_on_for_server_a(MANAGED_FILE, True, with_server=True)
+    copy = _gate_off_globally_on_for_server_a(USER_FILE, False, with_server=True)
+    assert problems(managed, copy) == []
+    merged = merge([managed, copy], packs={})
+    assert merged.rule_for("a", [], "t1").exfiltrating
+
+
+def test_exfiltrating_false_alone_below_a_managed_servers_sink_is_refused() -> None:
+    # The attack the check stops: a user file's "exfiltrating: false" comes after the managed server
+    # entry's sink_kind, so without the check it would turn the managed gate off on that server.
+    managed = _gate_off_globally_on_for_server_a(MANAGED_FILE, True, with_server=True)
+    user = _gate_off_globally_on_for_server_a(USER_FILE, False, with_server=False)
+    assert not merge([managed, user], packs={}).rule_for("a", [], "t1").exfiltrating
+    assert any("exfiltrating" in p for p in problems(managed, user))
