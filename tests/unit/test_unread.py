@@ -149,3 +149,13 @@ def test_unread_bytes_counts_what_the_kernel_holds(pairs: list[tuple[socket.sock
     assert unread_bytes(a.fileno()) == 1234
     a.recv(1000)
     assert unread_bytes(a.fileno()) == 234
+
+
+def test_a_restarted_daemon_waits_longer_than_a_shim_takes_to_retry() -> None:
+    # The attack: a send through a shim that reconnected first, judged before another shim (retrying
+    # on its own schedule) has replayed what it released while the daemon was away.
+    from bouncer_shim import link
+
+    from bouncerd.server import unread
+
+    assert unread.RESYNC_SECONDS > link.RECONNECT_MAX_DELAY_SECONDS
