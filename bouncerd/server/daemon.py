@@ -409,7 +409,13 @@ class Daemon:
                 instance=caller.instance,
             )
         reply = wire.reply(
-            rid, daemon_pid=os.getpid(), version=wire.PROTOCOL_VERSION, daemon_version=__version__
+            rid,
+            daemon_pid=os.getpid(),
+            version=wire.PROTOCOL_VERSION,
+            daemon_version=__version__,
+            # This daemon reads every other connection up to where it stood before judging a send
+            # (unread.py), so a shim may release an output once its observation is written.
+            release_on_write=True,
         )
         return reply, True
 

@@ -13,7 +13,10 @@ verdict on any other connection first reads everything already waiting on this o
 trip to the daemon (its verdict), not two: the acknowledgement of an observation arrives off the
 client's path. Until it does the output is kept (`unacked`), because a daemon that dies before
 reading it would never have recorded it. Lines the shim made itself (`emit_made`) are not observed;
-they wait their turn behind what came before.
+they wait their turn behind what came before. A daemon that does not say in its hello reply that
+it reads other connections before a send (``release_on_write``: one older than this shim, still
+running after an upgrade) gets the older order instead: each output waits for its acks
+(`release_on_write` False).
 
 While the link is CONNECTING outputs are queued unobserved; `resend` (on connect) observes them, and
 first the ones kept for replay. When the link is `lost`, everything queued is released, and what the
@@ -67,6 +70,7 @@ class Outbox:
         "_request",
         "_unacked",
         "observations_lost",
+        "release_on_write",
         "unacked_bytes",
         "unreleased_bytes",
     )
@@ -82,6 +86,9 @@ class Outbox:
         self._replay: dict[int, Output] = {}  # seq -> released, to observe on the next connection
         self._replay_bytes = 0
         self.observations_lost = False
+        # Whether the daemon judges a send only after reading what other connections sent (its
+        # hello reply says so); until it says so, and with one that does not, outputs wait for acks.
+        self.release_on_write = False
 
     @property
     def is_released(self) -> bool:
@@ -114,6 +121,12 @@ class Outbox:
         self._observe(out)
         self._release()
 
+    def daemon_releases_on_write(self, yes: bool) -> None:
+        """What the connection's hello reply said (see the module docstring); outputs waiting only
+        for acks go out now if it said yes."""
+        self.release_on_write = yes
+        self._release()
+
     def emit_made(self, line: bytes) -> None:
         """A line the shim made in the server's stead: not observed, released in its turn."""
         made = Output(line)
@@ -128,6 +141,8 @@ class Outbox:
             out.waiting -= 1
         if not out.waiting and out.seq is not None and self._unacked.pop(out.seq, None) is not None:
             self.unacked_bytes -= len(out.line)
+        if not self.release_on_write:
+            self._release()
 
     def resend(self) -> None:
         """A new connection: observe what it has not seen (kept for replay first), as sync requests."""
@@ -180,7 +195,7 @@ class Outbox:
 
     def _release(self) -> None:
         queue = self._queue
-        while queue and queue[0].sent:
+        while queue and queue[0].sent and (self.release_on_write or queue[0].waiting == 0):
             out = queue.popleft()
             self.unreleased_bytes -= len(out.line)
             self._actions.append(SendClient(out.line))

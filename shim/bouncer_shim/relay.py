@@ -191,6 +191,7 @@ class Relay:
         sync = self._sync
         if sync.state is LinkState.DOWN:
             self._diagnose(f"reconnected to bouncerd; replaying {self._outbox.replay_count} observations")
+        self._outbox.release_on_write = False  # until this daemon's hello reply says otherwise
         sync.connected(self._profile.fields)
         self._outbox.resend()
         if sync.check_synced():
@@ -225,6 +226,8 @@ class Relay:
         if op == "hello" and not ok:
             self._actions.append(Stop(f"bouncerd refused this shim: {error}", 2))
             return
+        if op == "hello":
+            self._outbox.daemon_releases_on_write(message.get("release_on_write") is True)
         if op in ("verdict", "answer") and isinstance(target, Held):
             self._decided(target, message if ok else None, error)
         elif op == "observe" and isinstance(target, Output):

@@ -50,7 +50,7 @@ def _answer(message: dict[str, Any], hello_error: str | None) -> dict[str, Any]:
     if op == "hello":
         if hello_error:
             return wire.error_reply(rid, "bad-policy", hello_error)
-        return wire.reply(rid, daemon_pid=os.getpid())
+        return wire.reply(rid, daemon_pid=os.getpid(), release_on_write=True)  # as bouncerd says
     if op == "verdict":
         tool = str(message.get("tool"))
         if tool.startswith("deny"):

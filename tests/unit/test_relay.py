@@ -60,8 +60,9 @@ class Rig:
     """`listed`: the client lists the server's tools first (an empty list), so calls go straight to
     their verdicts; without it the shim lists them itself before the first call (selflist.py)."""
 
-    def __init__(self, *, connect: bool = True, listed: bool = True) -> None:
+    def __init__(self, *, connect: bool = True, listed: bool = True, release_on_write: bool = True) -> None:
         self.relay = Relay(HELLO)
+        self.release_on_write = release_on_write  # False: a daemon older than the one round trip
         self.to_client: list[bytes] = []
         self.to_upstream: list[bytes] = []
         self.requests: list[dict[str, Any]] = []  # every frame sent to the daemon, in order
@@ -130,6 +131,8 @@ class Rig:
                 self.verdict(message, verdict)
             elif message["op"] == "observe":
                 self.answer(message, seq=message["seq"])
+            elif message["op"] == "hello":
+                self.answer(message, release_on_write=self.release_on_write)  # as bouncerd answers
             else:
                 self.answer(message)
 
@@ -400,6 +403,20 @@ def test_output_is_released_in_order_right_after_its_observation_and_kept_until_
     rig.answer(observe_second, seq=observe_second["seq"])
     rig.answer(observe_first, seq=observe_first["seq"])
     assert rig.relay.is_flushed and rig.to_client == [first, second]
+
+
+def test_a_daemon_that_does_not_read_other_connections_first_gets_each_output_only_after_its_ack() -> None:
+    # Version skew: a daemon older than this shim (still running after an upgrade) judges a send
+    # without first reading what other shims sent. Releasing on write would let the agent read an
+    # output and send through another shim before that daemon had seen it; so the shim waits.
+    rig = Rig(release_on_write=False)
+    rig.client(request(1, "resources/read", {"uri": "x"}))
+    first = result(1, {"contents": []})
+    rig.upstream(first)
+    (observed,) = rig.pending("observe")
+    assert rig.to_client == []
+    rig.answer(observed, seq=observed["seq"])
+    assert rig.to_client == [first]
 
 
 def test_tool_results_are_observed_with_their_tool() -> None:

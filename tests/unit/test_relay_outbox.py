@@ -38,10 +38,12 @@ class Recorder:
         return [op for op, *_ in self.requests]
 
 
-def rig(*unencodable: str) -> tuple[Outbox, Recorder, list[Action]]:
+def rig(*unencodable: str, release_on_write: bool = True) -> tuple[Outbox, Recorder, list[Action]]:
     actions: list[Action] = []
     daemon = Recorder(*unencodable, actions=actions)
-    return Outbox(daemon, actions), daemon, actions
+    box = Outbox(daemon, actions)
+    box.release_on_write = release_on_write  # what bouncerd's hello reply says
+    return box, daemon, actions
 
 
 def released(actions: list[Action]) -> list[bytes]:
@@ -72,6 +74,25 @@ def test_outputs_are_released_in_arrival_order_each_after_its_observation_and_ke
     assert not box.is_flushed
     box.acked(first)
     assert box.is_flushed and box.unacked_bytes == 0 and released(actions) == [b"first", b"second"]
+
+
+def test_with_a_daemon_that_does_not_release_on_write_outputs_wait_for_their_acks_in_order() -> None:
+    box, _, actions = rig(release_on_write=False)
+    first, second = Output(b"first"), Output(b"second")
+    box.emit(first, None, UP)
+    box.emit(second, None, UP)
+    box.acked(second)
+    assert released(actions) == []  # the second may not overtake the first
+    box.acked(first)
+    assert released(actions) == [b"first", b"second"] and box.is_flushed
+
+
+def test_a_hello_reply_that_allows_release_on_write_releases_what_waited_only_for_acks() -> None:
+    box, _, actions = rig(release_on_write=False)
+    box.emit(Output(b"sent before the hello reply"), None, UP)
+    assert released(actions) == []
+    box.daemon_releases_on_write(True)
+    assert released(actions) == [b"sent before the hello reply"] and not box.is_flushed
 
 
 def test_an_observation_carries_what_the_relay_classified() -> None:
