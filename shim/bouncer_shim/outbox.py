@@ -160,7 +160,7 @@ class Outbox:
         for out in unacked.values():
             self._keep_for_replay(out)
         for out in self._queue:
-            if out.seq is not None:  # never acknowledged: it was not sent (or sent and in _unacked)
+            if out.seq is not None and (out.waiting or not out.sent):  # not acknowledged
                 self._keep_for_replay(out)
             self._actions.append(SendClient(out.line))
         self._queue.clear()

@@ -169,6 +169,19 @@ def test_losing_the_link_releases_everything_and_keeps_the_unacknowledged_for_re
     assert released(actions) == [b"unacked", b"acked", b"unsent"]
 
 
+def test_losing_the_link_with_an_older_daemon_replays_only_what_it_had_not_acknowledged() -> None:
+    box, daemon, actions = rig(release_on_write=False)
+    unacked, acked_one = Output(b"unacked"), Output(b"acked")
+    box.emit(unacked, None, UP)
+    box.emit(acked_one, None, UP)
+    box.acked(acked_one)  # acknowledged, but waits behind the first
+    box.lost()
+    assert released(actions) == [b"unacked", b"acked"] and box.replay_count == 1
+    daemon.requests.clear()
+    box.resend()
+    assert [f["payload"] for _, _, f, _ in daemon.requests] == [b"unacked"]
+
+
 def test_a_second_loss_before_the_replay_is_acked_keeps_it_for_the_next_connection() -> None:
     box, daemon, _ = rig()
     out = Output(b"once")
