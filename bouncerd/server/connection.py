@@ -188,10 +188,6 @@ class Connection(asyncio.BufferedProtocol):
 
     # ---- the barrier's view (unread.py) -------------------------------------------------------
 
-    @property
-    def stalled(self) -> bool:
-        return self._stalled is not None
-
     def reached(self, position: int) -> bool:
         return self._gone or self._ended or (self.received >= position and self._stalled is None)
 

@@ -59,11 +59,6 @@ class Peer(Protocol):
         """Bytes read from the socket so far."""
         ...
 
-    @property
-    def stalled(self) -> bool:
-        """Whether a frame already read waits for room in the index (frames behind it wait too)."""
-        ...
-
     def reached(self, position: int) -> bool:
         """Whether every frame wholly before `position` has been dispatched (or the peer is gone)."""
         ...
@@ -87,7 +82,9 @@ class Peers:
     def __init__(self) -> None:
         self._by_fd: dict[int, Peer] = {}
         self._poll = select.poll()
-        self.stalled: set[Peer] = set()  # kept up to date by the connections
+        # Connections whose frame already read waits for room in the index (frames behind it wait
+        # too), kept up to date by the connections themselves.
+        self.stalled: set[Peer] = set()
         self._progress: anyio.Event | None = None
         self._settle_until = 0.0  # time.monotonic()
 
