@@ -66,8 +66,15 @@ def reference_tainted(text: str, destination: str) -> bool:
     folded = fold.fold(text)
     dest = fold.fold(destination)
     if "@" in dest:
-        pattern = r"(?<![\w.+'-])" + re.escape(dest) + r"(?![\w-]|\.[\w-])"
-        return len(dest) >= taint.MIN_DESTINATION_CHARS and re.search(pattern, folded) is not None
+        # The lookup also probes the base of a dash subaddress ("ann-x@..." as "ann@...": canon.py),
+        # failing closed for providers that deliver those; a tainted base taints the destination.
+        local, _, host = dest.rpartition("@")
+        forms = [dest, *([local.split("-", 1)[0] + "@" + host] if "-" in local.strip("-") else [])]
+        return any(
+            len(form) >= taint.MIN_DESTINATION_CHARS
+            and re.search(r"(?<![\w.+'-])" + re.escape(form) + r"(?![\w-]|\.[\w-])", folded) is not None
+            for form in forms
+        )
     # A host (or a URL: tainted when its host, or its host and path, appeared): not the domain of an
     # address, not a suffix of a longer host, whole path segments only.
     host_path = dest.split("://", 1)[-1]
