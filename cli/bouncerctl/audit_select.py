@@ -85,9 +85,11 @@ class Selection:
         return when is not None and when < self.since
 
 
-def lines_backwards(fh: IO[bytes]) -> Iterator[bytes]:
-    """The lines of a file, last first (a torn last line counts), reading backwards in slices."""
-    end = fh.seek(0, os.SEEK_END)
+def lines_backwards(fh: IO[bytes], end: int | None = None) -> Iterator[bytes]:
+    """The lines of a file, last first (a torn last line counts), reading backwards in slices; with
+    `end`, those before that offset (what a follower starting there will not print again)."""
+    if end is None:
+        end = fh.seek(0, os.SEEK_END)
     if end == 0:
         return
     fh.seek(end - 1)

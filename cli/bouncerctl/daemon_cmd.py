@@ -183,9 +183,12 @@ def logs(count: int, follow: bool) -> None:
     except OSError as exc:
         raise RequestFailed(f"cannot read {path}: {exc.strerror or exc}") from None
     out = sys.stdout
-    for line in reversed(list(islice(lines_backwards(fh), count))):
+    # Followed from the end as it is now, taken before a line is printed: a line the daemon writes
+    # while the last ones are shown (or just after, once the reader has seen them) is printed once.
+    end = fh.seek(0, os.SEEK_END)
+    for line in reversed(list(islice(lines_backwards(fh, end), count))):
         out.write(line.decode("utf-8", "replace"))
-    fh.seek(0, os.SEEK_END)  # follow from the end
+    fh.seek(end)
     out.flush()
     if not follow:
         fh.close()

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,17 +161,22 @@ def test_logs_follow_prints_lines_as_the_daemon_writes_them() -> None:
     (home / "state").mkdir(mode=0o700)
     log = home / "state" / "bouncerd.log"
     log.write_text("before\n")
-    env = {**os.environ, "BOUNCER_HOME": str(home)}
+    # Unbuffered, "before" reaches us before the follower starts following: a line written at once
+    # after it was lost while the follower took the end of the file only after printing the tail.
+    env = {**os.environ, "BOUNCER_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     follower = subprocess.Popen(
         [str(BOUNCERCTL), "logs", "-f", "-n", "1"], env=env, stdout=subprocess.PIPE, text=True
     )
+    stop = threading.Timer(WAIT_SECONDS, follower.kill)  # a lost line fails the test, never hangs it
+    stop.start()
     try:
         assert follower.stdout is not None
         assert follower.stdout.readline() == "before\n"
         with log.open("a") as fh:
             fh.write("after\n")
-        assert follower.stdout.readline() == "after\n"
+        assert follower.stdout.readline() == "after\n", "a line written just after the tail was lost"
     finally:
+        stop.cancel()
         follower.kill()
         follower.wait(WAIT_SECONDS)
         if follower.stdout is not None:
