@@ -69,6 +69,19 @@ FLUSH_SECONDS: Final = 2.0
 # wait for a person's answer.
 DAEMON_ACK_TIMEOUT_SECONDS: Final = 10.0
 
+# Before it sleeps, the shim polls this long for the next event (`Pump._select`). Overridable for
+# benchmarks with BOUNCER_SHIM_SPIN_US (0: never poll).
+SPIN_SECONDS: Final = 0.0005
+
+
+def _spin_seconds() -> float:
+    value = os.environ.get("BOUNCER_SHIM_SPIN_US")
+    try:
+        return max(0.0, int(value) / 1e6) if value else SPIN_SECONDS
+    except ValueError:
+        return SPIN_SECONDS
+
+
 # Signals that end the shim: each starts the upstream's shutdown at SIGTERM.
 ENDING_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -100,6 +113,7 @@ class Pump:
         self.link = link
         self.clock = clock
         self.sel = selectors.DefaultSelector()
+        self.spin_seconds = _spin_seconds()
         self._interest: dict[str, tuple[int, int]] = {}
         self._wanted: tuple[object, ...] = ()  # what _update_interest last registered
         self.stdin_fd: int | None = stdin_fd
@@ -179,11 +193,35 @@ class Pump:
                 if status is not None:
                     return status
             self._update_interest()
-            for key, mask in self.sel.select(self._timeout(now)):
+            for key, mask in self._select(self._timeout(now)):
                 self._dispatch(str(key.data), mask)
             if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
                 self._read_client()
             self._flush_all()
+
+    def _select(self, timeout: float | None) -> list[tuple[selectors.SelectorKey, int]]:
+        """The ready streams: polled for up to `spin_seconds` first, then waited for.
+
+        A write that wakes a process sleeping on another CPU costs the writer tens of microseconds on
+        a virtual machine, and the sleeper as much again to wake; a shim still polling when the answer
+        comes (the daemon's verdict, a quick tool's result, the client's next call) costs neither.
+        bench/relay.py, runs alternating: 1.80-1.87x direct without, 1.27-1.77x with, most near 1.4x.
+        Each poll yields the CPU first, so a runnable process (the daemon, a server) keeps its turn;
+        a shim with nothing coming spins once per event, then sleeps. Not adaptive: backing off
+        after a miss lost most of the gain."""
+        if self.spin_seconds <= 0 or (timeout is not None and timeout <= 0):
+            return self.sel.select(timeout)
+        events = self.sel.select(0)
+        if events:
+            return events
+        began = time.monotonic()
+        until = began + min(self.spin_seconds, timeout if timeout is not None else self.spin_seconds)
+        while time.monotonic() < until:
+            os.sched_yield()
+            events = self.sel.select(0)
+            if events:
+                return events
+        return self.sel.select(None if timeout is None else max(0.0, timeout - (until - began)))
 
     def _dispatch(self, name: str, mask: int) -> None:
         if name == "wake":
