@@ -486,8 +486,10 @@ class Pump:
     def _begin_shutdown(self, *, terminate: bool) -> None:
         now = self.clock()
         if terminate and self._stage in ("running", "closing-stdin", "stdin-closed"):
-            self._close_upstream_stdin()
+            # The signal first: a server that would exit on EOF dies of it instead, as it was told to
+            # (closing stdin first raced it, and the shim passed on 0 for a SIGTERM it had received).
             self.upstream.terminate()
+            self._close_upstream_stdin()
             self._stage, self._stage_deadline = "terminated", now + UPSTREAM_TERM_GRACE_SECONDS
         elif self._stage == "running":
             self._stage, self._stage_deadline = "closing-stdin", now + UPSTREAM_EXIT_GRACE_SECONDS

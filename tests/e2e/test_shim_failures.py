@@ -489,7 +489,7 @@ def test_sigterm_to_the_shim_stops_the_server_too(home: Path, fake: FakeDaemon, 
     shim = start(shims, home)
     initialize(shim)
     shim.process.send_signal(signal.SIGTERM)
-    assert shim.wait() == 128 + signal.SIGTERM  # the server died of the SIGTERM the shim passed on
+    assert shim.wait() == 128 + signal.SIGTERM, shim.stderr  # the server died of the SIGTERM passed on
     assert b"received signal" in shim.stderr
 
 
