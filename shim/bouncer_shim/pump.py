@@ -76,9 +76,12 @@ SPIN_SECONDS: Final = 0.0005
 
 def _spin_seconds() -> float:
     value = os.environ.get("BOUNCER_SHIM_SPIN_US")
+    if not value:
+        return SPIN_SECONDS
     try:
-        return max(0.0, int(value) / 1e6) if value else SPIN_SECONDS
+        return max(0, int(value)) / 1e6
     except ValueError:
+        diagnose(f"BOUNCER_SHIM_SPIN_US={value!r} is not a whole number of µs; using the default")
         return SPIN_SECONDS
 
 
@@ -211,17 +214,14 @@ class Pump:
         after a miss lost most of the gain."""
         if self.spin_seconds <= 0 or (timeout is not None and timeout <= 0):
             return self.sel.select(timeout)
-        events = self.sel.select(0)
-        if events:
-            return events
-        began = time.monotonic()
-        until = began + min(self.spin_seconds, timeout if timeout is not None else self.spin_seconds)
-        while time.monotonic() < until:
-            os.sched_yield()
+        window = self.spin_seconds if timeout is None else min(self.spin_seconds, timeout)
+        until = time.monotonic() + window
+        while True:
             events = self.sel.select(0)
-            if events:
-                return events
-        return self.sel.select(None if timeout is None else max(0.0, timeout - (until - began)))
+            if events or time.monotonic() >= until:
+                break
+            os.sched_yield()
+        return events or self.sel.select(None if timeout is None else timeout - window)
 
     def _dispatch(self, name: str, mask: int) -> None:
         if name == "wake":
