@@ -230,6 +230,7 @@ class Decider:
                 return p  # the agent retried an unanswered call: one code, one notification
         classified = self.engine.classify_destinations(call, policy)
         question, summary, trustable = self.phrasing.question(call, verdict, classified)
+        trustable = self._trustable(trustable)
         code = ap.make_code(random_bytes(4))
         while code in self.approvals.pending or code in self.closed:
             code = ap.make_code(random_bytes(4))
@@ -304,7 +305,7 @@ class Decider:
             trustable = pending.destinations
         else:
             classified = self.engine.classify_destinations(call, policy)
-            trustable = self.phrasing.question(call, verdict, classified)[2]
+            trustable = self._trustable(self.phrasing.question(call, verdict, classified)[2])
         action, choice = from_elicit_result(response)
         self._settle_answer(
             out, check.binding, trustable, action, choice, CHANNEL_INPUT_REQUIRED, code, call.request_id, now
@@ -407,6 +408,11 @@ class Decider:
             if hit.provenance is None and pending.rule and not pending.rule.endswith(".evicted"):
                 return f"{canon.visible(dest)} appeared in untrusted output"  # seen, then forgotten
         return None
+
+    def _trustable(self, destinations: Sequence[str]) -> tuple[str, ...]:
+        """The destinations an approval may trust beyond this call: never one the managed deny_trust
+        names (the person is offered "once" only, and a "session" answer trusts nothing)."""
+        return tuple(d for d in destinations if not self.engine.trust_denied(d))
 
     def _settle_answer(
         self,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bouncerd.core import approvals as ap
-from bouncerd.core import canon, constraints, fallback, pins, sinkgate, taint
+from bouncerd.core import canon, constraints, fallback, managed, pins, sinkgate, taint
 from bouncerd.core.events import (
     AttemptEvent,
     BlindEvent,
@@ -573,12 +573,24 @@ class Engine:
         )
 
     def _session_trust(self, call: ToolCall) -> sinkgate.Trust:
-        """What trusts a destination of a request that no tool rule covers: vouched and approved ones."""
-        why: dict[str, str] = {d: "typed by you in this session" for d in self.session(call.session).vouched}
+        """What trusts a destination of a request that no tool rule covers: vouched and approved ones,
+        except those the managed policy's deny_trust names (`trust_denied`)."""
+        vouched = (d for d in self.session(call.session).vouched if not self.trust_denied(d))
+        why: dict[str, str] = dict.fromkeys(vouched, "typed by you in this session")
         for d in self.approvals.trusted_for(call.session, call.server.name, call.tool):
+            if self.trust_denied(d):
+                continue  # granted before the managed policy named it: no longer trust
             for k in canon.keys(d, exact=True):
                 why[k] = "approved for this session"
         return sinkgate.Trust(frozenset(why), frozenset(), why)
+
+    def trust_denied(self, destination: str) -> bool:
+        """Whether the managed policy's deny_trust forbids trusting `destination` at all: no vouch, no
+        session or "always" approval may make it trusted (a person can still allow one call)."""
+        return any(
+            layer.deny_trust is not None and managed.trust_denied(layer.deny_trust, destination)
+            for layer in self.policy.layers
+        )
 
     def _use_once_grant(self, call: ToolCall, verdict: Verdict, events: list[Event], now: float) -> Verdict:
         """An ask for a call a person approved once (bouncerctl approve) becomes an allow, once: if the

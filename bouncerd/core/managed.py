@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bouncerd.core import canon
-from bouncerd.core.policy import TAINT_SCOPES, PolicyFile
+from bouncerd.core.policy import TAINT_SCOPES, DenyTrust, PolicyFile
 from bouncerd.core.rules import EXTENDING_LISTS, ToolEntry, ToolRule, resolve
 from bouncerd.errors import PolicyError
 
@@ -173,18 +173,28 @@ def _loosenings(entry: ToolEntry, bound: Bound) -> Iterator[tuple[str, str]]:
         yield "deletion", "turns the managed deletion gate off"
 
 
+def trust_denied(deny: DenyTrust, destination: str) -> bool:
+    """Whether `deny` forbids trusting `destination`: it names the destination (any spelling of it,
+    canon.keys), or a domain its host is under. Load time refuses a layer that trusts one
+    (`check_layer`); at run time a session approval or a vouch of one is not trust either
+    (`bouncerd.core.engine.Engine.trust`), so the call is judged as if nothing trusted it."""
+    denied_keys = {k for d in deny.destinations for k in canon.keys(d)}
+    if set(canon.keys(destination)) & denied_keys:
+        return True
+    host = canon.domain(destination)
+    return host is not None and any(
+        _domain_under(canon.domain_key(host), canon.domain_key(x)) for x in deny.domains
+    )
+
+
 def _denied(managed: PolicyFile, entry: ToolEntry) -> Iterator[tuple[str, str]]:
     deny = managed.deny_trust
     if deny is None:
         return
     denied_domains = [canon.domain_key(d) for d in deny.domains]
-    denied_keys = {k for d in deny.destinations for k in canon.keys(d)}
     denied_hosts = [h for h in (canon.domain(d) for d in deny.destinations) if h]
     for d in entry.trusted_destinations or ():
-        host = canon.domain(d)
-        if set(canon.keys(d)) & denied_keys or (
-            host is not None and any(_domain_under(canon.domain_key(host), x) for x in denied_domains)
-        ):
+        if trust_denied(deny, d):
             yield "trusted_destinations", f"trusts {d}, which the managed deny_trust lists"
     for d in entry.trusted_domains or ():
         td = canon.domain_key(d)
