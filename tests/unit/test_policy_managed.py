@@ -261,6 +261,13 @@ def test_review_pack_marks_the_rules_the_managed_policy_decides(tmp_path: Path) 
     rows = {row.tool: row for srv in pack.servers for row in srv.tools}
     assert "max_calls" in rows["run_query"].managed and "arg_patterns" in rows["run_query"].managed
     assert rows["other"].managed == ()
+    # and the reader of either format sees it in the tool's row (before: computed, never printed)
+    from bouncerctl.report import html, markdown
+
+    for text in (markdown.render(pack), html.render(pack)):
+        assert text.count("held by the managed policy") == 1  # run_query's row, not other's
+        row = next(line for line in text.splitlines() if "held by" in line)
+        assert "run_query" in row and "max_calls" in row and "arg_patterns" in row
 
 
 def test_policy_check_refuses_a_file_that_loosens_the_managed_policy(tmp_path: Path) -> None:

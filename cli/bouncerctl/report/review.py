@@ -393,6 +393,9 @@ def build_pack(log: LogRead, sources: Sources, *, generated: str, filters: list[
             labels = controls(view.rule)
             if not view.schema_known and _fallback_only(view.rule):
                 labels.append("guessed from the name alone")
+            managed = _managed_keys(view.rule, sources.managed_file)
+            if managed:  # no user or shim layer may loosen these (bouncerd.core.managed)
+                labels.append(f"held by the managed policy: {', '.join(managed)}")
             rows.append(
                 ToolRow(
                     view.name,
@@ -402,7 +405,7 @@ def build_pack(log: LogRead, sources: Sources, *, generated: str, filters: list[
                     view.calls,
                     _fallback_only(view.rule),
                     view.schema_known,
-                    _managed_keys(view.rule, sources.managed_file),
+                    managed,
                 )
             )
             findings.extend(_tool_findings(view))
