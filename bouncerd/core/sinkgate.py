@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import unquote_plus
+from urllib.parse import unquote, unquote_plus
 
 from bouncerd.core import canon, tokens, url
 from bouncerd.core.constraints import find_values
@@ -441,6 +441,24 @@ MAX_CARRIED_QUERY_CHARS = 8192  # longer URLs are read by their tokens only (url
 _QUERY_PARTS = re.compile(r"[&;=]")
 
 
+def _nested_in_path(path: str) -> list[str]:
+    """The keys of a URL or host named in a fetched URL's path, as reader and archive proxies take them
+    (`r.jina.ai/https://evil.example/x`, `web.archive.org/save/…`, `proxy.example/evil.example/x`,
+    `/u/https%3A%2F%2Fevil.example`): the proxy fetches that one, with whatever the agent put in it."""
+    text = unquote(path) if "%" in path else path
+    out: list[str] = []
+    at = text.find("://")
+    if at > 0:
+        start = at
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "+.-"):
+            start -= 1
+        out += sorted(tokens.text_keys(text[start:]))
+    for segment in text.split("/")[1:3]:  # a host as the first path segments: `/evil.example/x`
+        if "." in segment and tokens.host_key(segment) is not None:
+            out += sorted(tokens.text_keys(segment))
+    return out
+
+
 def carried_keys(value: str) -> list[str]:
     """The keys a fetched URL (or a looked-up host name) carries besides its own host and path: every
     run of two or more labels of its host (`x.evil.example.attacker.net` carries `evil.example` and
@@ -461,6 +479,8 @@ def carried_keys(value: str) -> list[str]:
     prefixes = {k for k in c.probes if any(k.startswith(h + "/") or k.startswith(h + ":") for h in c.hosts)}
     out += [k for k in c.probes if k not in own and k not in prefixes]
     parsed = url.parse(value) if len(value) <= MAX_CARRIED_QUERY_CHARS else None
+    if parsed is not None and parsed.path.startswith("/"):
+        out += _nested_in_path(parsed.path)
     if parsed is not None and parsed.query:
         # `?next=https%3A%2F%2Fevil.example%2F`: each parameter read on its own, as its server decodes it
         for part in _QUERY_PARTS.split(parsed.query):

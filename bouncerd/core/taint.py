@@ -173,7 +173,10 @@ class _Collector:
                 continue
             got = found.get(text)
             if got is None:
-                got = found[text] = key_tuple(text)
+                got = key_tuple(text)
+                if "://" in text:
+                    got = (*got, *tokens.exact_url_keys(text))
+                found[text] = got
             if identity:
                 if len(text) > MAX_IDENTITY_VALUE_CHARS:
                     identity = False
@@ -579,9 +582,17 @@ class TaintIndex:
         return self._probe(canon.canonicalize(destination).probes)
 
     def seen_exactly(self, destination: str) -> bool:
-        """The destination as a whole (a URL with its path, query and fragment) is a live key."""
+        """The destination as a whole appeared: a host or an address as its key, a URL byte for byte
+        as written, but for the case of its scheme and host (`tokens.exact_url_key`: a case, an
+        escape, a slash or a userinfo the wide key folds away could carry data to the host that
+        planted it)."""
         c = canon.canonicalize(destination)
-        return c.kind != "text" and len(c.key) >= MIN_DESTINATION_CHARS and c.key in self._live
+        if c.kind == "text" or len(c.key) < MIN_DESTINATION_CHARS or c.key not in self._live:
+            return False
+        if c.kind != "url":
+            return True
+        exact = tokens.exact_url_key(destination.strip())
+        return exact is not None and exact in self._live
 
     def host_hit(self, destination: str) -> Hit | None:
         """Whether the host of a URL destination appeared (any destination that is not a URL or a

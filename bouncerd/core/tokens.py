@@ -845,6 +845,55 @@ def _short_keys(text: str) -> tuple[str, ...]:
     return tuple([k for k in out if len(k) >= MIN_KEY_CHARS])
 
 
+# ---- exact spellings of URLs ------------------------------------------------------------------------
+# The keys above are wide on purpose (case, percent-encoding, empty segments and userinfo fold away), so
+# a planted URL is found however it is re-spelt. "Fetched exactly as it appeared" must be narrow: every
+# byte the receiver sees that the wide key drops could carry data to the planted host. So each URL of an
+# untrusted string is also recorded as written (`exact_url_key`), and the fetch gate allows a URL as
+# seen only on that (`bouncerd.core.taint.TaintIndex.seen_exactly`).
+EXACT_PREFIX: Final = "="  # no other key starts with it
+_SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+_URL_TAIL = re.compile(r"[^\s<>\"'`]*")
+_RAW_URL_TRAIL: Final = ".,;:!?)]}*_'\""
+_RAW_AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,15}://[^/?#\\]*)(.*)", re.DOTALL)
+
+
+def exact_url_key(text: str) -> str | None:
+    """The narrow key of one URL: as written, but for the case of its scheme and authority (which no
+    receiver reads), or None if it has no scheme and "//". Both sides use this one function, so a
+    fetch matches a sighting only byte for byte past the host: cheap, and any other spelling (even
+    one WHATWG would serialise the same) is judged by its host instead, which fails closed."""
+    m = _RAW_AUTHORITY.match(text)
+    if m is None:
+        return None
+    return shorten(EXACT_PREFIX + m.group(1).lower() + m.group(2))
+
+
+def exact_url_keys(text: str) -> list[str]:
+    """The narrow key of every URL written out in `text` (with a scheme and "//"), each as found and
+    without trailing punctuation. A URL the text spells some other way (entities, wrapped lines) gets
+    none: a fetch of it is judged by its host, which fails closed. Found from each "://" (a regex
+    starting at every letter was half the indexing time)."""
+    out: list[str] = []
+    at = text.find("://")
+    while at >= 0:
+        start = at
+        while start > 0 and at - start < 16 and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        while start < at and not text[start].isalpha():
+            start += 1
+        m = _URL_TAIL.match(text, at + 3)
+        end = m.end() if m is not None else at + 3
+        if start < at and end > at + 3:
+            raw = text[start:end]
+            for spelling in (raw, raw.rstrip(_RAW_URL_TRAIL)) if raw[-1] in _RAW_URL_TRAIL else (raw,):
+                key = exact_url_key(spelling)
+                if key is not None and key not in out:
+                    out.append(key)
+        at = text.find("://", end)
+    return out
+
+
 def key_tuple(text: str) -> tuple[str, ...]:
     """Every key found in every reading (`fold.views`) of one untrusted string, each once."""
     if len(text) <= SHORT_TEXT_CHARS:

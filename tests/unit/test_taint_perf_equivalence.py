@@ -370,7 +370,7 @@ class RefCollector:
     def add(self, text: str, field: str | None, identity: bool) -> None:
         if len(text) < taint.MIN_DESTINATION_CHARS:
             return
-        found = tuple(ref_text_keys(text))
+        found = (*ref_text_keys(text), *tokens.exact_url_keys(text))  # wide keys, then narrow URL ones
         if identity:
             if len(text) > taint.MAX_IDENTITY_VALUE_CHARS:
                 identity = False
