@@ -489,7 +489,12 @@ class Engine:
             return None
         index = self.index(self.scope_key(call.session, call.server.name))
         trust = self.trust(call, rule)
+        payload = None
         if rule.sink_kind == "fetch":
+            payload = sinkgate.fetch_payload(
+                call.arguments, rule.sink_params, fallback.looks_like_destination
+            )
+        if rule.sink_kind == "fetch" and payload is None:
             verdict = sinkgate.fetch_verdict(
                 call.arguments,
                 tool=call.tool,
@@ -511,6 +516,9 @@ class Engine:
             on_tainted_identity=self.policy.settings.on_tainted_identity,
             looks_like_destination=fallback.looks_like_destination,
         )
+        if payload is not None:  # a fetch with a body, headers, a writing method or a callback: a send
+            reason = f"{verdict.reason} (a fetch that sends {payload!r} is judged as a send)"
+            verdict = dataclasses.replace(verdict, reason=reason)
         return self._use_once_grant(call, verdict, events, now)
 
     def _decide_message(self, call: ToolCall, events: list[Event], now: float) -> Verdict:

@@ -489,6 +489,64 @@ def carried_keys(value: str) -> list[str]:
     return [k for k in dict.fromkeys(out) if len(k) >= tokens.MIN_KEY_CHARS]
 
 
+# A fetch that carries more than its URL is a send to that URL: a request body, headers, form fields,
+# a method that is not a plain read, or a URL the server will call back with its results.
+PAYLOAD_WORDS = frozenset(
+    {
+        "body",
+        "data",
+        "json",
+        "form",
+        "payload",
+        "headers",
+        "header",
+        "cookie",
+        "cookies",
+        "upload",
+        "attachment",
+        "attachments",
+        "file",
+        "files",
+        "multipart",
+        "post",
+    }
+)
+READ_METHODS = frozenset({"", "get", "head", "options"})
+CALLBACK_WORDS = frozenset({"webhook", "callback", "hook", "postback", "notify", "notification"})
+
+
+def _has_value(value: Any) -> bool:
+    return value not in (None, "", [], {}, False)
+
+
+def fetch_payload(
+    arguments: Mapping[str, Any],
+    sink_params: Sequence[str],
+    looks_like_destination: Callable[[str], bool] = lambda _name: False,
+) -> str | None:
+    """The parameter that makes a fetch a send (`PAYLOAD_WORDS`, a method other than `READ_METHODS`,
+    a callback URL among its sink parameters, a recipient such as `to`), or None for a plain read."""
+    sinks = {_top(p) for p in sink_params}
+    for name in sinks:
+        if CALLBACK_WORDS.intersection(words(name)) and _has_value(arguments.get(name)):
+            return name
+    for name, value in arguments.items():
+        key = str(name)
+        if key in sinks or not _has_value(value):
+            continue
+        named = words(key)
+        if named and named[-1] == "method":
+            if not isinstance(value, str) or value.strip().lower() not in READ_METHODS:
+                return key
+        elif PAYLOAD_WORDS.intersection(named) or looks_like_destination(key):
+            return key
+    return None
+
+
+def _top(parameter: str) -> str:
+    return re.split(r"[.\[]", parameter, maxsplit=1)[0]
+
+
 def fetch_verdict(
     arguments: Mapping[str, Any],
     *,
