@@ -26,7 +26,8 @@ it does not see). WebFetch has one destination, its `url`.
 
 The module imports no more than that reader at load time: the hook imports it to decide, without the
 daemon, whether a shell command reaches the network at all (an unreachable daemon then denies it).
-The decision (`verdict`, `decide`) imports the sink gate when first called.
+The decision (`verdict`; `Engine.decide_builtin` over the engine's state) imports the sink gate
+when first called.
 """
 
 from __future__ import annotations
@@ -37,12 +38,11 @@ from typing import TYPE_CHECKING, Any, Final
 from bouncerd.core.shell_destinations import Destination, Kind, command_destinations
 
 if TYPE_CHECKING:
-    from bouncerd.core.engine import Engine
     from bouncerd.core.model import Verdict
     from bouncerd.core.sinkgate import Trust
     from bouncerd.core.taint import Hit
 
-__all__ = ["Destination", "Kind", "decide", "is_mcp_tool", "network_destinations", "verdict"]
+__all__ = ["Destination", "Kind", "is_mcp_tool", "network_destinations", "verdict"]
 
 # The server name under which the client's own tools are judged, tainted and audited.
 CLIENT_SERVER: Final = "claude-code"
@@ -156,29 +156,4 @@ def verdict(
         f"{tool_name}: no destination of this call first appeared in untrusted output",
         destination=dests[0][1],
         parameter=param,
-    )
-
-
-def decide(engine: Engine, session: str, tool_name: str, tool_input: Mapping[str, Any]) -> Verdict:
-    """`verdict` over the engine's state: the session's taint index (by the policy's taint scope),
-    its vouched and approved destinations, and the policy's trust for `claude-code`'s tools."""
-    from bouncerd.core.model import ServerIdentity, ToolCall
-
-    server = ServerIdentity(CLIENT_SERVER, ())
-    rule = engine.rule_for(server, tool_name)
-    # The engine's own trust sources (vouched, approved, allowlisted), so the two paths cannot diverge.
-    trust = engine.trust(ToolCall(session, server, tool_name, tool_input), rule)
-    scope = engine.scope_key(session, CLIENT_SERVER)
-    index = engine.index(scope)
-    return verdict(
-        tool_name,
-        tool_input,
-        trust=trust,
-        lookup=index.lookup,
-        seen_exactly=index.seen_exactly,
-        host_hit=index.host_hit,
-        key_hit=index.key_hit,
-        blind=scope in engine.blind,
-        on_tainted=rule.on_tainted,
-        on_tainted_identity=engine.policy.settings.on_tainted_identity,
     )

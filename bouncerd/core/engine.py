@@ -20,10 +20,21 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from bouncerd.core import approvals as ap
-from bouncerd.core import canon, constraints, fallback, managed, pins, sinkgate, taint
+from bouncerd.core import (
+    builtin_tools,
+    canon,
+    constraints,
+    fallback,
+    fallback_words,
+    managed,
+    pins,
+    sinkgate,
+    taint,
+    tokens,
+)
 from bouncerd.core.events import (
     AttemptEvent,
     BlindEvent,
@@ -62,6 +73,71 @@ SNAPSHOT_TAINT_CHUNK = 100_000
 
 def _lexical_only(path: str) -> str:
     return path
+
+
+# Arguments that hold a program the tool runs: a shell command, code, a SQL statement, a script.
+PROGRAM_WORDS: Final = frozenset(
+    {
+        "command",
+        "commands",
+        "cmd",
+        "cmdline",
+        "commandline",
+        "script",
+        "code",
+        "shell",
+        "bash",
+        "sh",
+        "powershell",
+        "sql",
+        "statement",
+        "stmt",
+        "expression",
+        "expr",
+        "function",
+        "javascript",
+        "js",
+        "python",
+        "program",
+        "snippet",
+        "exec",
+        "argv",
+    }
+)
+MAX_PROGRAM_CHARS: Final = 100_000
+
+
+MAX_CARRIED_VALUE_CHARS: Final = 512
+
+
+def carries_destinations(tool: str) -> bool:
+    """Whether an ungated tool's arguments are checked for planted destinations (`_check_carried`):
+    every tool whose name is not made of reading verbs alone (`get_user`, `search_mail`); a name
+    with no verb we know (`comms`, `fax`, a name in another script) is checked."""
+    parts = fallback.words(tool)
+    if fallback_words.verb_of(parts)[0] != "read":
+        return True
+    # After a reading verb, another verb word is what it reads (`search_mail`, `find_contact`),
+    # unless a conjunction makes it a second action (`get_and_send`, `read_then_forward`).
+    for i, p in enumerate(parts[:-1]):
+        if p in ("and", "then") and fallback_words.verb_of(parts[i + 1 :])[0] not in (None, "read"):
+            return True
+    return False
+
+
+def program_arguments(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(name, text) of each top-level argument named as a program (`PROGRAM_WORDS`): a string, or a
+    list of strings (an argv) joined with spaces; longer than MAX_PROGRAM_CHARS, cut there (the
+    shell reader asks about what it cannot read)."""
+    out: list[tuple[str, str]] = []
+    for name, value in arguments.items():
+        if not PROGRAM_WORDS.intersection(fallback.words(str(name))):
+            continue
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = " ".join(value)
+        if isinstance(value, str) and value.strip():
+            out.append((str(name), value[:MAX_PROGRAM_CHARS]))
+    return out
 
 
 @dataclass
@@ -424,6 +500,8 @@ class Engine:
                 self._check_budget(call, rule)
                 or self._check_constraints(call, rule)
                 or self._check_sinks(call, rule, events, now)
+                or self._check_programs(call, rule)
+                or self._check_carried(call, rule)
                 or Verdict("allow", "default.allow", "no rule objected")
             )
         return Verdict(
@@ -483,6 +561,109 @@ class Engine:
         index = self.taint.get(self.scope_key(call.session, call.server.name)) or taint.TaintIndex()
         trust = self.trust(call, rule)
         return [sinkgate.classify(d, trust, index.lookup) for d in dests]
+
+    def decide_builtin(self, session: str, tool_name: str, tool_input: Mapping[str, Any]) -> Verdict:
+        """`builtin_tools.verdict` over the engine's state: the session's taint index (by the policy's
+        taint scope), its vouched and approved destinations, and the policy's trust for
+        `claude-code`'s tools."""
+        server = ServerIdentity(builtin_tools.CLIENT_SERVER, ())
+        rule = self.rule_for(server, tool_name)
+        # The engine's own trust sources (vouched, approved, allowlisted), so the two paths cannot diverge.
+        trust = self.trust(ToolCall(session, server, tool_name, tool_input), rule)
+        scope = self.scope_key(session, builtin_tools.CLIENT_SERVER)
+        index = self.index(scope)
+        return builtin_tools.verdict(
+            tool_name,
+            tool_input,
+            trust=trust,
+            lookup=index.lookup,
+            seen_exactly=index.seen_exactly,
+            host_hit=index.host_hit,
+            key_hit=index.key_hit,
+            blind=scope in self.blind,
+            on_tainted=rule.on_tainted,
+            on_tainted_identity=self.policy.settings.on_tainted_identity,
+        )
+
+    def reads_taint(self, server: ServerIdentity, tool: str, arguments: Any, policy: Policy | None) -> bool:
+        """Whether a verdict on this call looks up taint (the daemon then waits for earlier outputs to
+        be indexed first): a gated tool's, or one with a program among its arguments."""
+        if self.rule_for(server, tool, policy).exfiltrating or carries_destinations(tool):
+            return True
+        return isinstance(arguments, Mapping) and bool(program_arguments(arguments))
+
+    def _check_programs(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
+        """An ungated tool that runs a program the agent wrote (a shell command, code, SQL: see
+        `program_arguments`) reaches wherever the program says: read as a shell command is read for
+        the client's own Bash tool (`builtin_tools.verdict`: a tainted destination is denied, a
+        command that changes Bouncer is denied), and any destination token in it that appeared in
+        untrusted output is denied (`dblink_connect('host=evil.example')`, `fetch('https://…')`)."""
+        if rule.exfiltrating:
+            return None
+        programs = program_arguments(call.arguments)
+        if not programs:
+            return None
+        index = self.index(self.scope_key(call.session, call.server.name))
+        trust = self.trust(call, rule)
+        for name, text in programs:
+            v = builtin_tools.verdict(
+                builtin_tools.BASH,
+                {"command": text},
+                trust=trust,
+                lookup=index.lookup,
+                seen_exactly=index.seen_exactly,
+                host_hit=index.host_hit,
+                key_hit=index.key_hit,
+                on_tainted=rule.on_tainted,
+                on_tainted_identity=self.policy.settings.on_tainted_identity,
+            )
+            if v.verdict != "allow":
+                reason = f"{call.tool}: argument {name!r} is a program, read as a shell command: {v.reason}"
+                return dataclasses.replace(v, parameter=name, reason=reason)
+            for key in sorted(tokens.text_keys(text)):
+                hit = index.key_hit(key)
+                if hit is not None and hit.state == "tainted" and key not in trust.destinations:
+                    return Verdict(
+                        "deny",
+                        "program.carries_tainted",
+                        f"{call.tool}: argument {name!r} is a program that names {canon.visible(key)}, "
+                        f"which first appeared in untrusted output: it could send your data there",
+                        destination=key,
+                        parameter=name,
+                        provenance=hit.provenance,
+                    )
+        return None
+
+    def _check_carried(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
+        """The backstop for a tool nothing gates: an argument whose value *is* a destination seen in
+        untrusted output (`to`, `owner`+`repo`, `uri`, `number`, `proxy_url`, ... on a tool whose
+        sending the fallback could not read from its name or description) is asked about. A tool
+        whose name only reads (`carries_destinations`) is not: looking up a planted sender is
+        what a mail client does."""
+        if rule.exfiltrating or not carries_destinations(call.tool):
+            return None
+        index = self.index(self.scope_key(call.session, call.server.name))
+        trust = self.trust(call, rule)
+        for d in [*sinkgate.destinations(call.arguments, ())[0], *sinkgate.assembled(call.arguments)]:
+            value = d.value.strip()
+            if len(value) > MAX_CARRIED_VALUE_CHARS or (
+                canon.canonicalize(value).kind == "text" and len(value.split()) != 1
+            ):
+                continue  # prose: what a note or a document says is not where it goes
+            if sinkgate.trusted_reason(d, trust) is not None:
+                continue
+            hit = index.lookup(d.value)
+            if hit is not None and hit.state == "tainted":
+                return Verdict(
+                    "ask",
+                    "default.tainted_argument",
+                    f"{call.tool} is not known to send, but its argument {d.parameter!r} is "
+                    f"{canon.visible(d.value)}, which first appeared in untrusted output",
+                    destination=d.value,
+                    parameter=d.parameter,
+                    provenance=hit.provenance,
+                )
+        return None
 
     def _check_sinks(self, call: ToolCall, rule: ToolRule, events: list[Event], now: float) -> Verdict | None:
         if not rule.exfiltrating:

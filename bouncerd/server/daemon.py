@@ -516,7 +516,8 @@ class Daemon:
 
     def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
         """Whether a request must wait until every earlier output is indexed. Only a verdict on a
-        sink-gated tool reads taint; pins, budgets and constraints do not, so those are answered
+        sink-gated tool or on a program the agent wrote (`Engine.reads_taint`) reads taint; pins,
+        budgets and constraints do not, so those are answered
         at once (a 10 MB result being indexed must not hold up an unrelated call)."""
         if op != "verdict" or caller.server is None or msg.get("kind") not in (None, "tool"):
             return True
@@ -524,7 +525,7 @@ class Daemon:
             policy = self.policy.for_shim(caller.policy_path)
         except PolicyError:
             return False  # the verdict will be a deny that reads no taint
-        return self.engine.rule_for(caller.server.identity, msg["tool"], policy).exfiltrating
+        return self.engine.reads_taint(caller.server.identity, msg["tool"], msg.get("arguments"), policy)
 
     # ---- policy, pins, vouching ---------------------------------------------------------------
 

@@ -12,7 +12,7 @@ event, through a shell. It connects with role ``hook`` and makes one request:
   reply, and the indexer adds its taint in arrival order, under the server name
   `builtin_tools.CLIENT_SERVER`. A verdict that arrives later, on any connection, waits for it. A tool
   the policy marks ``untrusted_output: false`` (under ``servers: claude-code: tools:``) is not recorded.
-- ``check_builtin`` (PreToolUse of WebFetch or Bash): `builtin_tools.decide` over the engine, after
+- ``check_builtin`` (PreToolUse of WebFetch or Bash): `Engine.decide_builtin` over the engine, after
   the taint of every output accepted before it is indexed (the connection's lane waits, as for
   ``verdict``), audited like any verdict.
 
@@ -120,7 +120,7 @@ class HookOps:
         session = caller.require_session()
         tool, tool_input = msg["tool"], msg["input"]
         now = time.time()
-        verdict = builtin_tools.decide(self.engine, session.key, tool, tool_input)
+        verdict = self.engine.decide_builtin(session.key, tool, tool_input)
         provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
         record: dict[str, Any] = {
             "session": session.key,

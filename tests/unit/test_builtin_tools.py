@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bouncerd.core import builtin_tools, shell_destinations, taint
-from bouncerd.core.builtin_tools import CLIENT_SERVER, decide, network_destinations
+from bouncerd.core.builtin_tools import CLIENT_SERVER, network_destinations
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import Verdict
 from bouncerd.core.policy import load_policy, merge
@@ -48,11 +48,11 @@ def _engine(policy: str | None = None) -> Engine:
 
 
 def _bash(eng: Engine, command: str, session: str = S) -> Verdict:
-    return decide(eng, session, "Bash", {"command": command, "description": "x"})
+    return eng.decide_builtin(session, "Bash", {"command": command, "description": "x"})
 
 
 def _fetch(eng: Engine, url: str) -> Verdict:
-    return decide(eng, S, "WebFetch", {"url": url, "prompt": "summarise"})
+    return eng.decide_builtin(S, "WebFetch", {"url": url, "prompt": "summarise"})
 
 
 # ---- WebFetch ------------------------------------------------------------------------------------

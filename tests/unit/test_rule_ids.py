@@ -224,6 +224,8 @@ def test_taint_rows_show_the_planted_destination_rules() -> None:
         "fetch.carries_tainted",
         "fetch.evicted",
         "fetch.blind",
+        "program.carries_tainted",
+        "default.tainted_argument",
     }
     assert set(ruleids.mapped_to("LLM01:2025")) == set(ruleids.mapped_to("B002")) == taint
 
