@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,17 @@ class FakeDaemon:
         if not self.log.exists():
             return []
         return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def observed(self, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        """The logged `observe` requests `keep` selects, once there is one. The shim releases a line
+        as soon as its observation is in the kernel, so the client can have it before this fake has
+        read and logged it: read again until one shows up (bounded by WAIT; the caller asserts)."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            found = [r for r in self.requests() if r["op"] == "observe" and keep(r)]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.01)
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -299,7 +310,7 @@ def test_server_output_that_is_not_json_is_observed_and_relayed_as_is(
     )
     assert shim.recv() == b"this is not json"
     assert shim.recv_json()["id"] == 1
-    others = [r for r in fake.requests() if r["op"] == "observe" and r["kind"] == "other"]
+    others = fake.observed(lambda r: r["kind"] == "other")
     assert others[0]["payload_sha256"] == hashlib.sha256(b"this is not json").hexdigest()
 
 
@@ -316,7 +327,7 @@ def test_server_requests_reach_the_client_and_its_answer_reaches_the_server(
     shim.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"role": "assistant", "content": "fine"}})
     answer = shim.recv_json()
     assert answer["id"] == 1 and "fine" in answer["result"]["content"][0]["text"]
-    kinds = [(r["kind"], r["method"]) for r in fake.requests() if r["op"] == "observe"]
+    kinds = [(r["kind"], r["method"]) for r in fake.observed(lambda r: r["kind"] == "request")]
     assert ("request", "sampling/createMessage") in kinds
 
 
@@ -357,7 +368,7 @@ def test_fifty_megabyte_result_passes_through_intact(home: Path, fake: FakeDaemo
         {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "x" * size}]}}
     )
     assert hashlib.sha256(raw).hexdigest() == hashlib.sha256(expected.encode()).hexdigest()
-    observed = [r for r in fake.requests() if r["op"] == "observe" and r["tool"] == "big"]
+    observed = fake.observed(lambda r: r["tool"] == "big")
     assert observed[0]["payload_len"] == len(raw) and observed[0]["kind"] == "result"
 
 
