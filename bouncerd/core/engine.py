@@ -698,7 +698,7 @@ class Engine:
             looks_like_destination=fallback.looks_like_destination,
         )
         if payload is not None:  # a fetch with a body, headers, a writing method or a callback: a send
-            reason = f"{verdict.reason} (a fetch that sends {payload!r} is judged as a send)"
+            reason = f"{verdict.reason} (this fetch also carries {payload!r}, so it is judged as a send)"
             verdict = dataclasses.replace(verdict, reason=reason)
         return self._use_once_grant(call, verdict, events, now)
 
