@@ -104,10 +104,7 @@ PROGRAM_WORDS: Final = frozenset(
         "argv",
     }
 )
-MAX_PROGRAM_CHARS: Final = 100_000
-
-
-MAX_CARRIED_VALUE_CHARS: Final = 512
+MAX_CARRIED_VALUE_CHARS: Final = 512  # longer values are prose to `_check_carried`, not destinations
 
 
 def carries_destinations(tool: str) -> bool:
@@ -127,8 +124,8 @@ def carries_destinations(tool: str) -> bool:
 
 def program_arguments(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(name, text) of each top-level argument named as a program (`PROGRAM_WORDS`): a string, or a
-    list of strings (an argv) joined with spaces; longer than MAX_PROGRAM_CHARS, cut there (the
-    shell reader asks about what it cannot read)."""
+    list of strings (an argv) joined with spaces. Never cut: the shell reader asks about a program
+    too long to read (`shell_destinations.MAX_COMMAND_CHARS`), where a cut one would hide its tail."""
     out: list[tuple[str, str]] = []
     for name, value in arguments.items():
         if not PROGRAM_WORDS.intersection(fallback.words(str(name))):
@@ -136,7 +133,7 @@ def program_arguments(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             value = " ".join(value)
         if isinstance(value, str) and value.strip():
-            out.append((str(name), value[:MAX_PROGRAM_CHARS]))
+            out.append((str(name), value))
     return out
 
 
@@ -570,7 +567,13 @@ class Engine:
         rule = self.rule_for(server, tool_name)
         # The engine's own trust sources (vouched, approved, allowlisted), so the two paths cannot diverge.
         trust = self.trust(ToolCall(session, server, tool_name, tool_input), rule)
-        scope = self.scope_key(session, builtin_tools.CLIENT_SERVER)
+        return self._builtin_verdict(tool_name, tool_input, self.scope_key(session, server.name), trust, rule)
+
+    def _builtin_verdict(
+        self, tool_name: str, tool_input: Mapping[str, Any], scope: str, trust: sinkgate.Trust, rule: ToolRule
+    ) -> Verdict:
+        """`builtin_tools.verdict` over one taint scope: the client's Bash and WebFetch, and a program an
+        MCP tool runs (`_check_programs`)."""
         index = self.index(scope)
         return builtin_tools.verdict(
             tool_name,
@@ -587,7 +590,8 @@ class Engine:
 
     def reads_taint(self, server: ServerIdentity, tool: str, arguments: Any, policy: Policy | None) -> bool:
         """Whether a verdict on this call looks up taint (the daemon then waits for earlier outputs to
-        be indexed first): a gated tool's, or one with a program among its arguments."""
+        be indexed first): a gated tool's, one whose arguments the backstop reads for planted
+        destinations (`carries_destinations`), or one with a program among its arguments."""
         if self.rule_for(server, tool, policy).exfiltrating or carries_destinations(tool):
             return True
         return isinstance(arguments, Mapping) and bool(program_arguments(arguments))
@@ -603,20 +607,11 @@ class Engine:
         programs = program_arguments(call.arguments)
         if not programs:
             return None
-        index = self.index(self.scope_key(call.session, call.server.name))
+        scope = self.scope_key(call.session, call.server.name)
+        index = self.index(scope)
         trust = self.trust(call, rule)
         for name, text in programs:
-            v = builtin_tools.verdict(
-                builtin_tools.BASH,
-                {"command": text},
-                trust=trust,
-                lookup=index.lookup,
-                seen_exactly=index.seen_exactly,
-                host_hit=index.host_hit,
-                key_hit=index.key_hit,
-                on_tainted=rule.on_tainted,
-                on_tainted_identity=self.policy.settings.on_tainted_identity,
-            )
+            v = self._builtin_verdict(builtin_tools.BASH, {"command": text}, scope, trust, rule)
             if v.verdict != "allow":
                 reason = f"{call.tool}: argument {name!r} is a program, read as a shell command: {v.reason}"
                 return dataclasses.replace(v, parameter=name, reason=reason)
