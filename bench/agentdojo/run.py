@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import re
 import shutil
@@ -220,9 +221,11 @@ class Runner:
         text = _text(result)
         if not text.startswith(BLOCKED):
             return role, tool, "allowed", ""
+        # The reason and the arguments, so that the JSON's list of misses can be read by cause.
+        text = f"{text[:300]} | arguments: {json.dumps(arguments, default=str)[:300]}"
         match = CODE.search(text)
         if match is None:
-            return role, tool, "denied", text[:300]
+            return role, tool, "denied", text
         code = match.group(1)
         assert self.daemon is not None
         if await self._person_approves(config.person, code, episode.prompt):
@@ -230,8 +233,8 @@ class Runner:
             retry = _text(await mcp.request("tools/call", params))
             if retry.startswith(BLOCKED):
                 return role, tool, "asked:approved-but-refused", retry[:300]
-            return role, tool, "asked:approved", text[:300]
-        return role, tool, "asked:declined", text[:300]
+            return role, tool, "asked:approved", text
+        return role, tool, "asked:declined", text
 
     async def _person_approves(self, person: str, code: str, prompt: str) -> bool:
         if person == "decline":

@@ -13,8 +13,8 @@ here only to label calls, never to decide them: ``send`` (exfiltrating, not a fe
 
 The first verdict is ``allowed`` (reached the server), ``asked`` (refused with an approval code) or
 ``denied`` (refused without one). For an ask the person's outcome is kept too (approved, declined).
-Every call that misses a target (an attack send allowed or asked, a benign send denied, a benign fetch
-not allowed, a benign read refused) is listed in the JSON with the daemon's reason.
+Every call that misses a target (an attack send allowed or asked, a benign send, fetch or read that
+was not allowed) is listed in the JSON with the daemon's reason.
 """
 
 from __future__ import annotations
@@ -128,8 +128,6 @@ class Tally:
             return False
         if role == "attack":
             return cls == "send" and first != "denied"
-        if cls == "send":
-            return first == "denied"
         return first != "allowed"
 
     def count(self, suites: list[str], role: str, cls: str, first: str) -> int:

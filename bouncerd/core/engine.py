@@ -34,6 +34,7 @@ from bouncerd.core import (
     sinkgate,
     taint,
     tokens,
+    typed,
 )
 from bouncerd.core.events import (
     AttemptEvent,
@@ -464,6 +465,7 @@ class Engine:
         """Destinations in text the *user* typed (their prompt) are trusted for the session
         (docs/how-it-works.md, "Client hooks")."""
         keys = {k for word in prompt_destinations(text) for k in canon.keys(word)}
+        keys |= typed.typed_keys(text[:MAX_PROMPT_CHARS])
         events: list[VouchEvent] = []
         if keys - self.session(session).vouched:
             self._emit(events, VouchEvent(ev="vouch", session=session, keys=sorted(keys)))
@@ -759,7 +761,9 @@ class Engine:
     def _session_trust(self, call: ToolCall) -> sinkgate.Trust:
         """What trusts a destination of a request that no tool rule covers: vouched and approved ones,
         except those the managed policy's deny_trust names (`trust_denied`)."""
-        vouched = (d for d in self.session(call.session).vouched if not self.trust_denied(d))
+        vouched = (
+            d for d in self.session(call.session).vouched if not self.trust_denied(typed.unmarked(d))
+        )
         why: dict[str, str] = dict.fromkeys(vouched, "typed by you in this session")
         for d in self.approvals.trusted_for(call.session, call.server.name, call.tool):
             if self.trust_denied(d):

@@ -231,6 +231,14 @@ _TABLE = (
     ),
     _row("sink.trusted", ALLOW, "every destination of the call is trusted", _GATE, "—"),
     _row(
+        "sink.no_new_destination",
+        ALLOW,
+        "a tool that changes an existing object, called without its destination parameter and with "
+        "no other argument that can name a destination",
+        _GATE,
+        "—",
+    ),
+    _row(
         "fetch.tainted_host_new_path",
         DENY,
         "the URL's host appeared in untrusted output, but this path, query or fragment did not",

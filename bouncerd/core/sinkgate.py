@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
-from bouncerd.core import canon, tokens, url
+from bouncerd.core import canon, tokens, typed, url
 from bouncerd.core.constraints import find_values
 from bouncerd.core.fallback import words
 from bouncerd.core.model import Provenance, Verdict
@@ -139,7 +139,7 @@ def destinations(
         for concrete, value in find_values(arguments, param):
             found.extend(_leaves(value, concrete))
     if not found:
-        return list(_leaves(arguments, "")), True
+        return [d for d in _leaves(arguments, "") if destination_shaped(d.value)], True
     declared = {d.parameter for d in found}
     for path, value in _named_values(arguments, ""):
         if path in declared:
@@ -180,6 +180,49 @@ def _named_values(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, 
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
             yield from _named_values(v, f"{path}[{i}]", depth + 1)
+
+
+# A tool that changes an existing object of the user's (a scheduled payment, an event) sends nothing new
+# when its call leaves the destination parameter out: the object keeps the recipient it has. A name
+# that also says it sends (`update_and_notify`) is not one of these. Creating verbs are not either: a
+# new object's every value is the agent's, and one copied from injected text is the attack itself
+# (a call judged by where its values came from, not by its destination).
+_EDIT_VERBS = frozenset({"update", "edit", "modify", "change", "set", "patch", "reschedule", "rename"})
+_SENDING_WORDS = frozenset(
+    {"send", "forward", "share", "invite", "notify", "post", "publish", "reply", "email", "mail", "message",
+     "transfer", "pay", "deliver", "dispatch", "broadcast", "upload", "sms", "dm", "webhook", "callback"}
+)  # fmt: skip
+
+
+def edits_in_place(tool: str) -> bool:
+    """Whether a tool's name says it changes an existing object and says nothing of sending."""
+    parts = words(tool)
+    return bool(parts) and parts[0] in _EDIT_VERBS and not _SENDING_WORDS.intersection(parts)
+
+
+# Values that name no place data can go: a date or a time, a local file path (where bytes land on this
+# machine is the write constraint's business, `allowed_path_prefixes`).
+_DATE_TIME = re.compile(
+    r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    r"|\d{1,2}:\d{2}(?::\d{2})?(?:\s?[ap]\.?m\.?)?",
+    re.IGNORECASE,
+)
+_LOCAL_PATH = re.compile(r"(?:~|\.{1,2})?/(?!/)[^\s:]*|(?:\.{1,2}|~)(?:[\\/][^\s:\\/]*)+|[A-Za-z]:[\\/][^:]*")
+
+
+def destination_shaped(value: str) -> bool:
+    """Whether an argument value that no declared sink parameter holds can name where data goes: one
+    destination (an address, URL, host, phone, IBAN, handle), or text with destination tokens in it
+    (a planted address in a `notes` argument is still read). A time, a date, a local path, a number
+    or plain words name no place: a call whose every such argument is of that kind sends nowhere new.
+    """
+    text = value.strip()
+    if _DATE_TIME.fullmatch(text) or _LOCAL_PATH.fullmatch(text):
+        return False
+    c = canon.canonicalize(text)
+    if c.kind != "text":
+        return True
+    return any(len(p) >= tokens.MIN_KEY_CHARS for p in c.probes[1:])
 
 
 def _leaves(value: Any, path: str) -> Iterator[Destination]:
@@ -230,6 +273,9 @@ def trusted_reason(dest: Destination, trust: Trust) -> str | None:
     for key in canon.keys(dest.value, exact=True):
         if key in trust.destinations:
             return trust.why.get(key, "allowlisted")
+    typed_as = typed.typed_key(dest.value)  # a plain name, a channel, an account as the user typed it
+    if typed_as is not None and typed_as in trust.destinations:
+        return trust.why.get(typed_as, "typed by you")
     host = canon.domain(dest.value)
     if host is not None:
         for dom in trust.domains:
@@ -355,6 +401,14 @@ def send_verdict(
     looks_like_destination: Callable[[str], bool] = lambda _name: False,
 ) -> Verdict:
     dests, everything = destinations(arguments, sink_params, looks_like_destination)
+    if not dests and sink_params and edits_in_place(tool):
+        return Verdict(
+            "allow",
+            "sink.no_new_destination",
+            f"{tool} changes an existing object and this call names no destination: its declared "
+            f"destination parameter ({', '.join(sink_params)}) is absent or empty and no other argument "
+            f"can name where data goes",
+        )
     if not dests:
         # A sending tool called with nothing we can read as a destination: we cannot tell where it goes.
         return Verdict(
