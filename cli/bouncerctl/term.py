@@ -167,7 +167,7 @@ def wrap(text: str, width: int | None, *, first: str = "", indent: str = HANG) -
         if word:
             line += word
             used += size
-    if used > start or not lines:
+    if used > start or line[len(indent) :].strip() or not lines:  # a zero-width word counts: never cut
         lines.append(line.rstrip())
     return lines
 

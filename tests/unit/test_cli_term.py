@@ -13,7 +13,7 @@ import unicodedata
 import click
 import pytest
 from bouncerctl import term
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 # Letters a reason may hold: ASCII, full-width look-alikes (two cells), a combining accent, CJK.
@@ -31,6 +31,7 @@ def width_of(line: str) -> int:
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(ALPHABET, max_size=400), width=st.integers(min_value=term.MIN_COLUMNS, max_value=140))
+@example(text="000000000000000000漢漢漢漢漢 \u0301", width=32)  # a zero-width word alone on the last line
 def test_wrap_never_cuts_text_and_never_passes_the_width(text: str, width: int) -> None:
     """A cut reason hides where data would go; a line past the edge is torn by the terminal."""
     lines = term.wrap(text, width, first="    ", indent="    ")
