@@ -17,7 +17,8 @@ I/O the path check needs (resolving symlinks) is a function the daemon injects.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
+import re
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -41,6 +42,7 @@ from bouncerd.core.events import (
     BlindEvent,
     EngineEvent,
     GrantUsedEvent,
+    ListedEvent,
     PinEvent,
     PinSeenEvent,
     PinWindowEvent,
@@ -50,7 +52,7 @@ from bouncerd.core.events import (
     TaintExpiredEvent,
     VouchEvent,
 )
-from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
+from bouncerd.core.model import MESSAGE_LABELS, Provenance, ServerIdentity, ToolCall, Verdict
 from bouncerd.core.pins import Pin, Seen, ServerPins, seen_event, tool_digest
 from bouncerd.core.policy import Policy, merge
 from bouncerd.core.rules import ToolRule
@@ -142,6 +144,19 @@ def program_arguments(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
 class SessionState:
     attempts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (server, tool) -> calls tried
     vouched: set[str] = field(default_factory=set)  # narrow keys of destinations the user typed
+    listed: dict[str, str] = field(default_factory=dict)  # wide key -> the directory tool that listed it
+    # What the engine remembers of the session's recent tool calls, to read their outputs (`CallNote`).
+    calls: OrderedDict[tuple[str, str], CallNote] = field(default_factory=OrderedDict)
+
+
+@dataclass(frozen=True)
+class CallNote:
+    """One tool call, as its output needs it: the taint keys of the destinations it sent to (an output
+    that repeats them, "sent to bob@partner.example", does not taint them) and what of it the user
+    named (a URL, a file the prompt typed: what its output says is asked about, never denied)."""
+
+    sent_to: frozenset[str]
+    named: str | None
 
 
 @dataclass(frozen=True)
@@ -192,6 +207,10 @@ class Engine:
             self.blind.add(ev["scope"])
         elif ev["ev"] == "vouch":
             self.session(ev["session"]).vouched.update(ev["keys"])
+        elif ev["ev"] == "listed":
+            listed = self.session(ev["session"]).listed
+            for key in ev["keys"]:
+                listed.setdefault(key, ev["source"])
         elif ev["ev"] == "session_ended":
             key = ev["session"]
             self.sessions.pop(key, None)
@@ -241,6 +260,11 @@ class Engine:
                 out.append(AttemptEvent(ev="attempt", session=sid, server=server, tool=tool, n=n))
             if state.vouched:
                 out.append(VouchEvent(ev="vouch", session=sid, keys=sorted(state.vouched)))
+            by_source: dict[str, list[str]] = {}
+            for key, source in state.listed.items():
+                by_source.setdefault(source, []).append(key)
+            for source, keys in by_source.items():
+                out.append(ListedEvent(ev="listed", session=sid, source=source, keys=keys))
         out.extend(BlindEvent(ev="blind", scope=scope) for scope in sorted(self.blind))
         out.extend(self.approvals.snapshot(now))
         return out
@@ -446,10 +470,19 @@ class Engine:
         if identity is not None and self.output_is_trusted(identity, prov.tool):
             return []
         events: list[Event] = []
-        self._emit(
-            events,
-            TaintEvent(ev="taint", scope=self.scope_key(session, server), data=taint.encode_records(records)),
-        )
+        state = self.sessions.get(session)
+        note = state.calls.get((server, _request_key(prov.request_id))) if state is not None else None
+        if note is not None:
+            records = _read_as_noted(records, note)
+        if identity is not None and prov.tool is not None and self.rule_for(identity, prov.tool).directory:
+            known = state.listed if state is not None else {}
+            listed = sorted({r.token for r in records if r.provenance.identity and r.token not in known})
+            if listed:
+                source = f"{server}/{prov.tool}"
+                self._emit(events, ListedEvent(ev="listed", session=session, source=source, keys=listed))
+        if records:
+            data = taint.encode_records(records)
+            self._emit(events, TaintEvent(ev="taint", scope=self.scope_key(session, server), data=data))
         return events
 
     def record_blind(self, session: str, server: str) -> list[Event]:
@@ -484,6 +517,8 @@ class Engine:
         )
         if call.kind != "tool":
             message = self._decide_message(call, events, now)
+            if call.kind == "resource":
+                self._note_call(call, None)
             return dataclasses.replace(message, events=tuple(events))
         if call.answers:
             answers = dataclasses.replace(
@@ -503,6 +538,7 @@ class Engine:
                 or self._check_carried(call, rule)
                 or Verdict("allow", "default.allow", "no rule objected")
             )
+            self._note_call(call, rule)
         return Verdict(
             verdict.verdict,
             verdict.rule,
@@ -512,6 +548,44 @@ class Engine:
             verdict.provenance,
             tuple(events),
         )
+
+    def _note_call(self, call: ToolCall, rule: ToolRule | None) -> None:
+        """Remember what reading this call's output needs (`CallNote`): the destinations it sends to,
+        and the argument the user's prompt named, if any."""
+        sent_to: set[str] = set()
+        if rule is not None and rule.exfiltrating and rule.sink_kind == "send":
+            guess = fallback.looks_like_destination
+            for d in sinkgate.destinations(call.arguments, rule.sink_params, guess)[0]:
+                c = canon.canonicalize(d.value)
+                if c.kind != "text":
+                    sent_to.update(c.probes)
+        named = self._named_argument(call)
+        if not sent_to and named is None:
+            return
+        calls = self.session(call.session).calls
+        key = (call.server.name, _request_key(call.request_id))
+        calls[key] = CallNote(frozenset(sent_to), named)
+        calls.move_to_end(key)
+        while len(calls) > MAX_CALL_NOTES:
+            calls.popitem(last=False)
+
+    def _named_argument(self, call: ToolCall) -> str | None:
+        """The argument of a call that reads what the user's prompt pointed to: a URL, an address or a
+        host the prompt typed, or a file name it typed (`'bill-december-2023.txt'`). Plain words (a
+        channel, a search term) do not make an output the user's chosen source."""
+        state = self.sessions.get(call.session)
+        if state is None or not state.vouched:
+            return None
+        for d in sinkgate.leaves(call.arguments):
+            value = d.value.strip()
+            if len(value) > MAX_NAMED_ARGUMENT_CHARS or not _POINTS_AT_SOMETHING.search(value):
+                continue
+            typed_as = typed.typed_key(value)
+            if (typed_as is not None and typed_as in state.vouched) or any(
+                k in state.vouched for k in canon.keys(value)
+            ):
+                return f"{call.tool} {d.parameter}={canon.visible(value)!r}"
+        return None
 
     def _check_budget(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
         if rule.max_calls is None:
@@ -545,7 +619,9 @@ class Engine:
             for k in canon.keys(d):
                 why[k] = "allowlisted"
         domains = frozenset(canon.domain_key(d) for d in rule.trusted_domains)
-        return sinkgate.Trust(frozenset(why), domains, why)
+        state = self.sessions.get(call.session)
+        listed = state.listed if state is not None else {}
+        return sinkgate.Trust(frozenset(why), domains, why, listed)
 
     def classify_destinations(
         self, call: ToolCall, policy: Policy | None = None
@@ -761,9 +837,7 @@ class Engine:
     def _session_trust(self, call: ToolCall) -> sinkgate.Trust:
         """What trusts a destination of a request that no tool rule covers: vouched and approved ones,
         except those the managed policy's deny_trust names (`trust_denied`)."""
-        vouched = (
-            d for d in self.session(call.session).vouched if not self.trust_denied(typed.unmarked(d))
-        )
+        vouched = (d for d in self.session(call.session).vouched if not self.trust_denied(typed.unmarked(d)))
         why: dict[str, str] = dict.fromkeys(vouched, "typed by you in this session")
         for d in self.approvals.trusted_for(call.session, call.server.name, call.tool):
             if self.trust_denied(d):
@@ -811,6 +885,36 @@ class Engine:
             destination=verdict.destination,
             parameter=verdict.parameter,
         )
+
+
+# A URL, an address, a host or a file name: what a prompt points at when it names a source.
+_POINTS_AT_SOMETHING = re.compile(r"[./@:\\]")
+MAX_NAMED_ARGUMENT_CHARS = 2048  # longer values are text, not a source someone typed
+MAX_CALL_NOTES = 256  # a call's output follows it closely; a session has a handful of calls in flight
+
+
+def _request_key(request_id: object) -> str:
+    """A JSON-RPC id as a key that keeps 1 and "1" apart."""
+    return f"{type(request_id).__name__}:{request_id}"
+
+
+def _read_as_noted(records: list[taint.TokenRecord], note: CallNote) -> list[taint.TokenRecord]:
+    """The records of one call's output as its call explains them: the destinations it sent to, which
+    the output repeats, are left out (anything else in it still taints); free text of a source the user
+    named is recorded as asked about (`Provenance.named`), not as planted."""
+    out: list[taint.TokenRecord] = []
+    named: dict[Provenance, Provenance] = {}
+    for record in records:
+        if record.token in note.sent_to:
+            continue
+        prov = record.provenance
+        if note.named is not None and not prov.identity:
+            shown = named.get(prov)
+            if shown is None:
+                shown = named[prov] = dataclasses.replace(prov, identity=True, named=note.named)
+            record = taint.TokenRecord(record.token, shown)
+        out.append(record)
+    return out
 
 
 def _scope_session(scope: str) -> str | None:

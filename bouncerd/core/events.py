@@ -92,6 +92,16 @@ class VouchEvent(TypedDict):
     keys: list[str]
 
 
+class ListedEvent(TypedDict):
+    """Destinations a directory tool (`ToolRule.directory`) listed in identity fields of its output:
+    trusted for the session's sends unless also seen in free text. `source` is `server/tool`."""
+
+    ev: Literal["listed"]
+    session: str
+    source: str
+    keys: list[str]
+
+
 class SessionEndedEvent(TypedDict):
     """A session's last shim left a grace period ago: its budgets, vouched destinations and approvals
     are dropped; its taint stays until `taint_retention` (TaintExpiredEvent)."""
@@ -173,5 +183,6 @@ EngineEvent = (
     | AttemptEvent
     | BlindEvent
     | VouchEvent
+    | ListedEvent
     | ApprovalEvent
 )

@@ -83,6 +83,8 @@ from bouncerd.core.fallback_words import (
     DELETE_WORDS,
     DEST_FORMATS,
     DETERMINERS,
+    DIRECTORY_NOUNS,
+    DIRECTORY_PLACES,
     HINT_WORDS,
     HOST_FORMATS,
     HOST_NOUNS,
@@ -440,6 +442,14 @@ def _by_description(lead: list[str], everything: list[Param], schema: Any) -> Fo
     return _channel(desc, everything, "description", lead)
 
 
+def lists_own_directory(parts: list[str]) -> bool:
+    """Whether a reading tool's name says it lists the user's own contacts, members, attendees or
+    counterparties (`list_contacts`, `get_channel_members`, `get_users_in_channel`, `search_calendar`).
+    Plain `users` or `people` are not enough: `search_users` on a public code host lists strangers."""
+    names = set(parts)
+    return bool(DIRECTORY_NOUNS & names) or ("users" in names and bool(DIRECTORY_PLACES & names))
+
+
 def classify(tool_name: str, input_schema: Mapping[str, Any] | None, description: str | None = None) -> Guess:
     """The fallback's entry for a tool without one, and the notes that explain it. `description` is
     the tool's description from tools/list; it can add a gate, never remove one."""
@@ -459,11 +469,17 @@ def classify(tool_name: str, input_schema: Mapping[str, Any] | None, description
     elif found is None and reads and params:
         notes.append(f"tool name verb {verb!r} reads: not gated")
     deletion = not reads and bool(DELETE_WORDS & set(parts))
+    directory = reads and lists_own_directory(parts)
+    if directory:
+        listing = sorted(DIRECTORY_NOUNS & set(parts)) or ["users"]
+        notes.append(f"tool name parts {listing} list your own directory")
     if deletion:
         notes.append(f"tool name part {sorted(DELETE_WORDS & set(parts))[0]!r} marks a deletion")
     writes = tuple(_path_params(input_schema, verb)) if not reads else ()
     if found is None:
-        entry = ToolEntry(exfiltrating=False, deletion=deletion, write_params=writes or None)
+        entry = ToolEntry(
+            exfiltrating=False, deletion=deletion, write_params=writes or None, directory=directory or None
+        )
         return Guess(entry, tuple(notes))
     sink_kind, sinks, why, standing = found
     notes.append(why)

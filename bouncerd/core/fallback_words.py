@@ -85,6 +85,13 @@ DELETE_WORDS = _set("delete remove drop purge wipe destroy erase truncate trash 
 REMOVING_VERBS = DELETE_WORDS | _set(
     "revoke unassign cancel leave unsubscribe decline reject dismiss clear reset"
 )
+# What a reading tool lists when it lists the user's own directory: a recipient listed in its identity
+# fields is trusted (ToolRule.directory). Members of a place of the user's (`get_users_in_channel`).
+DIRECTORY_NOUNS = _set(
+    "contact contacts addressbook member members attendee attendees participant participants colleague "
+    "colleagues roster payee payees counterparty counterparties calendar transaction transactions"
+)
+DIRECTORY_PLACES = _set("channel channels team teams workspace workspaces org organization group groups")
 MOVE_VERBS = _set("move copy rename")
 # Verbs that write data into a store: into a bucket or remote the call names, that is a send
 # (`put_object(bucket)` may write into another account's bucket).

@@ -130,6 +130,8 @@ def _loosenings(entry: ToolEntry, bound: Bound) -> Iterator[tuple[str, str]]:
         dropped = sorted(set(r.sink_params) - set(entry.sink_params))
         if dropped:
             yield "sink_params", f"stops gating the managed sink parameter(s) {', '.join(dropped)}"
+    if "directory" in keys and not r.directory and entry.directory:
+        yield "directory", "trusts the recipients a tool lists, which the managed policy does not"
     if "on_tainted" in keys and r.on_tainted == "deny" and entry.on_tainted == "ask":
         yield "on_tainted", "relaxes the managed on_tainted: deny to ask"
     budget, asked = r.max_calls, entry.max_calls

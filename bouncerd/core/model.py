@@ -65,10 +65,13 @@ class Provenance:
     request_id: JsonRpcId
     ts: float
     field: str | None = None  # JSON path of the field in structured output, None for plain text
-    identity: bool = False  # seen only in an identity field (sender, from, …)
+    identity: bool = False  # seen only in an identity field (sender, from, …), or in a named source
+    # The source the user's prompt named that this output came from (a URL, a file): what it says is
+    # asked about, never denied outright. None for every other output.
+    named: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "server": self.server,
             "tool": self.tool,
             "request_id": self.request_id,
@@ -76,6 +79,9 @@ class Provenance:
             "field": self.field,
             "identity": self.identity,
         }
+        if self.named is not None:
+            out["named"] = self.named
+        return out
 
 
 @dataclass(frozen=True)

@@ -265,6 +265,7 @@ _ENTRY_PARSERS: dict[str, Any] = {
     "on_tainted": lambda doc, node, key: doc.string(node, key, ON_TAINTED),
     "untrusted_output": Doc.boolean,
     "deletion": Doc.boolean,
+    "directory": Doc.boolean,
 }
 assert set(_ENTRY_PARSERS) == set(ENTRY_KEYS)
 

@@ -201,6 +201,14 @@ _TABLE = (
         "sending data to a destination planted in tool output",
     ),
     _row(
+        "sink.tainted_named_source",
+        ASK,
+        "a destination appeared in the output of a source your prompt named (a URL or a file you typed), "
+        "and nowhere else in free text",
+        _TAINT,
+        "an injection inside the page or file the user pointed to",
+    ),
+    _row(
         "sink.ambiguous_reading",
         ASK,
         "a destination can be read more than one way, so no allowlist can vouch for it",
@@ -237,6 +245,13 @@ _TABLE = (
         "no other argument that can name a destination",
         _GATE,
         "—",
+    ),
+    _row(
+        "fetch.named_source",
+        ASK,
+        "the URL's host appeared only in a source your prompt named, but this path or query did not",
+        _TAINT,
+        "data smuggled out in a URL on a host the user's chosen page names",
     ),
     _row(
         "fetch.tainted_host_new_path",

@@ -10,9 +10,9 @@ layer that decided it (`ToolRule.source`), so `bouncerctl policy check` and the 
 tool is gated the way it is.
 
 How a higher layer's key lands on a lower layer's value (the merge semantics)
-- Scalars (`exfiltrating`, `sink_kind`, `max_calls`, `on_tainted`, `untrusted_output`, `deletion`)
-  replace. So turning a pack's sink gate off takes an explicit `exfiltrating: false`: leaving the key
-  out keeps the pack's `true`.
+- Scalars (`exfiltrating`, `sink_kind`, `max_calls`, `on_tainted`, `untrusted_output`, `deletion`,
+  `directory`) replace. So turning a pack's sink gate off takes an explicit `exfiltrating: false`:
+  leaving the key out keeps the pack's `true`.
 - `trusted_destinations` and `trusted_domains` **extend** (union, first mention first). They are
   statements of trust the user made; a shim file that trusts one more address for its server must
   not silently drop the addresses the user trusts everywhere. Built-in packs ship no trust, so
@@ -73,6 +73,7 @@ class ToolEntry:
     on_tainted: OnTainted | None = None
     untrusted_output: bool | None = None
     deletion: bool | None = None
+    directory: bool | None = None
 
     def written(self) -> Iterator[tuple[str, Any]]:
         """The keys this layer set, in declaration order, with their values."""
@@ -108,6 +109,9 @@ class ToolRule:
     on_tainted: OnTainted = "deny"
     untrusted_output: bool = True  # False: the user vouches for this tool's output
     deletion: bool = False
+    # The output lists the user's own contacts, members, attendees or counterparties in its identity
+    # fields: a recipient listed there (and never seen in free text) is trusted.
+    directory: bool = False
     source: Mapping[str, str] = field(default_factory=_frozen_map, hash=False, compare=False)
     notes: tuple[str, ...] = field(default=(), compare=False)
 

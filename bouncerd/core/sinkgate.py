@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
@@ -120,6 +120,9 @@ class Trust:
     destinations: frozenset[str]  # allowlist + approvals + vouched, as canonical keys
     domains: frozenset[str]  # trusted domains, lowercased, IDNA-decoded
     why: Mapping[str, str]  # canonical key -> "allowlisted" | "approved" | "vouched"
+    # Wide keys a directory tool listed in identity fields (the user's contacts, members, attendees,
+    # counterparties) -> that tool. Weaker than the rest: free text anywhere outranks it (`classify`).
+    listed: Mapping[str, str] = field(default_factory=dict)
 
 
 def destinations(
@@ -223,6 +226,11 @@ def destination_shaped(value: str) -> bool:
     if c.kind != "text":
         return True
     return any(len(p) >= tokens.MIN_KEY_CHARS for p in c.probes[1:])
+
+
+def leaves(arguments: Mapping[str, Any]) -> Iterator[Destination]:
+    """Every string (and number) in a call's arguments, with its path: keys of nested objects too."""
+    return _leaves(arguments, "")
 
 
 def _leaves(value: Any, path: str) -> Iterator[Destination]:
@@ -354,7 +362,7 @@ def _with_assembled(
     trusted_parts: dict[str, str] = {}
     for d in assembled(arguments):
         c = classify(d, trust, lookup)
-        if c.state in ("tainted", "tainted_identity"):
+        if c.state in ("tainted", "tainted_identity", "tainted_named"):
             extra.append(c)
         elif c.state == "trusted":
             for p in d.parts:
@@ -362,7 +370,8 @@ def _with_assembled(
     if trusted_parts:
         results = [
             replace(c, state="trusted", why=trusted_parts[c.dest.parameter])
-            if c.dest.parameter in trusted_parts and c.state not in ("tainted", "tainted_identity")
+            if c.dest.parameter in trusted_parts
+            and c.state not in ("tainted", "tainted_identity", "tainted_named")
             else c
             for c in results
         ]
@@ -372,21 +381,45 @@ def _with_assembled(
 @dataclass(frozen=True)
 class Classified:
     dest: Destination
-    state: str  # trusted | tainted | tainted_identity | evicted | ambiguous | unproven
+    state: str  # trusted | tainted | tainted_named | tainted_identity | evicted | ambiguous | unproven
     why: str | None = None  # for trusted: why
     provenance: Provenance | None = None
 
 
 def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None]) -> Classified:
+    """Strongest first: trusted (allowlisted, approved, typed by you); tainted in free text (planted);
+    listed by your own directory; seen in a source your prompt named; seen only as a sender or
+    participant; evicted; unproven (or ambiguous: more than one reading)."""
     why = trusted_reason(dest, trust)
     if why is not None:
         return Classified(dest, "trusted", why=why)
     hit = lookup(dest.value)
+    if hit is not None and hit.state == "tainted" and not hit.identity_only:
+        return Classified(dest, "tainted", provenance=hit.provenance)
+    listed = _listed_by(dest, trust)
+    if listed is not None and (hit is None or hit.state == "tainted"):
+        return Classified(dest, "trusted", why=f"listed by {listed}, your own directory")
     if hit is None:
         return Classified(dest, "unproven" if canon.reading(dest.value).single else "ambiguous")
     if hit.state == "evicted":
         return Classified(dest, "evicted")
-    return Classified(dest, "tainted_identity" if hit.identity_only else "tainted", provenance=hit.provenance)
+    if hit.provenance is not None and hit.provenance.named is not None:
+        return Classified(dest, "tainted_named", provenance=hit.provenance)
+    return Classified(dest, "tainted_identity", provenance=hit.provenance)
+
+
+def _listed_by(dest: Destination, trust: Trust) -> str | None:
+    """The directory tool that listed this destination, if any. Only a plain ASCII value that reads one
+    way: the listed keys are folded wide, and a look-alike must not borrow a contact's standing."""
+    if not trust.listed:
+        return None
+    value = dest.value.strip()
+    if not value.isascii() or not value.isprintable():
+        return None
+    c = canon.canonicalize(value)
+    if c.kind != "text" and not canon.reading(value).single:
+        return None
+    return trust.listed.get(c.key)
 
 
 def send_verdict(
@@ -437,6 +470,17 @@ def send_verdict(
                 provenance=c.provenance,
             )
     for c in results:
+        if c.state == "tainted_named" and c.provenance is not None:
+            return Verdict(
+                "ask",
+                "sink.tainted_named_source",
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} appeared in a source "
+                f"your prompt named ({c.provenance.named}), {_where(c.provenance)}; that source may carry "
+                f"an injection too, so a person must confirm it",
+                destination=c.dest.value,
+                parameter=c.dest.parameter,
+                provenance=c.provenance,
+            )
         if c.state in ("tainted", "tainted_identity"):
             rule = "sink.tainted_identity" if c.state == "tainted_identity" else "sink.tainted_ask"
             what = "appeared only as a sender/participant" if c.state == "tainted_identity" else "appeared"
@@ -630,6 +674,17 @@ def fetch_verdict(
                     f"earlier, with a path or query that did not appear there",
                     destination=d.value,
                     parameter=d.parameter,
+                )
+            if hit.identity_only and hit.provenance is not None and hit.provenance.named is not None:
+                return Verdict(
+                    "ask",
+                    "fetch.named_source",
+                    f"URL {shown(d.value)} in argument {d.parameter!r} is on a host that appeared in a "
+                    f"source your prompt named ({hit.provenance.named}), {_where(hit.provenance)}, with a "
+                    f"path or query that did not appear there; a person must confirm it",
+                    destination=d.value,
+                    parameter=d.parameter,
+                    provenance=hit.provenance,
                 )
             return Verdict(
                 "deny",

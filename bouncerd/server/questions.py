@@ -70,6 +70,8 @@ _WHY = {
 
 
 def _why(c: sinkgate.Classified) -> str:
+    if c.state == "tainted_named" and c.provenance is not None:
+        return f"appeared in a source your prompt named ({c.provenance.named}) {_where(c.provenance)}"
     if c.state == "tainted_identity":
         return f"appeared as a sender or participant {_where(c.provenance)}"
     if c.state == "tainted":
