@@ -177,6 +177,7 @@ class Engine:
         self.blind: set[str] = set()  # taint scopes where an output could not be indexed
         self._identities: dict[str, ServerIdentity] = {}  # server name -> latest identity seen
         self._rules: dict[tuple[int, str, str, str], ToolRule] = {}
+        self._own: tuple[tuple[str, ...], frozenset[str]] | None = None  # `you:` and its taint keys
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
@@ -474,6 +475,9 @@ class Engine:
         note = state.calls.get((server, _request_key(prov.request_id))) if state is not None else None
         if note is not None:
             records = _read_as_noted(records, note)
+        own = self._own_keys()
+        if own:
+            records = [r for r in records if r.token not in own]
         if identity is not None and prov.tool is not None and self.rule_for(identity, prov.tool).directory:
             known = state.listed if state is not None else {}
             listed = sorted({r.token for r in records if r.provenance.identity and r.token not in known})
@@ -549,6 +553,16 @@ class Engine:
             tuple(events),
         )
 
+    def _own_keys(self) -> frozenset[str]:
+        """The taint keys of the user's own destinations (`you:`): an output naming them plants nothing."""
+        you = self.policy.settings.you
+        if self._own is None or self._own[0] != you:
+            keys = {
+                p for d in you for p in canon.canonicalize(d).probes if canon.canonicalize(d).kind != "text"
+            }
+            self._own = (you, frozenset(keys))
+        return self._own[1]
+
     def _note_call(self, call: ToolCall, rule: ToolRule | None) -> None:
         """Remember what reading this call's output needs (`CallNote`): the destinations it sends to,
         and the argument the user's prompt named, if any."""
@@ -618,6 +632,10 @@ class Engine:
         for d in rule.trusted_destinations:
             for k in canon.keys(d):
                 why[k] = "allowlisted"
+        for d in self.policy.settings.you:
+            if not self.trust_denied(d):
+                for k in canon.keys(d):
+                    why.setdefault(k, "yours (you: in the policy)")
         domains = frozenset(canon.domain_key(d) for d in rule.trusted_domains)
         state = self.sessions.get(call.session)
         listed = state.listed if state is not None else {}

@@ -80,6 +80,7 @@ SETTING_KEYS = (
     "approval_timeout",
     "audit_arguments",
     "on_tainted_identity",
+    "you",
 )
 TOP_KEYS = ("version", *SETTING_KEYS, "packs", "tools", "servers", "audit_export", "deny_trust")
 DENY_TRUST_KEYS = ("destinations", "domains")
@@ -158,6 +159,9 @@ class Settings:
     approval_timeout: int = DEFAULT_APPROVAL_TIMEOUT_SECONDS
     audit_arguments: AuditArguments = "full"
     on_tainted_identity: Literal["ask", "deny"] = "ask"
+    # The user's own addresses, handles and accounts: trusted as destinations everywhere, and never
+    # taken for planted when an output repeats them (an invitation to one's own event).
+    you: tuple[str, ...] = ()
     source: Mapping[str, str] = field(default_factory=dict, compare=False)
 
 
@@ -348,6 +352,8 @@ def _setting(doc: Doc, name: str, node: Node) -> Any:
         return doc.integer(node, name, 1, MAX_APPROVAL_TIMEOUT_SECONDS)
     if name == "audit_arguments":
         return doc.string(node, name, AUDIT_ARGUMENTS)
+    if name == "you":
+        return _destinations(doc, node, name)
     return doc.string(node, name, ON_TAINTED)  # on_tainted_identity
 
 
@@ -606,7 +612,9 @@ def format_effective(policy: Policy, tools: Iterable[ServerTools] | None = None)
     lines = ["settings:"]
     for key in SETTING_KEYS:
         value = getattr(s, key)
-        if key == "taint_retention":
+        if key == "you":
+            value = "[" + ", ".join(value) + "]"
+        elif key == "taint_retention":
             value = f"{value // 86400}d" if value % 86400 == 0 else f"{value}s"
         lines.append(f"  {key}: {value}  [{s.source.get(key, 'default')}]")
     if tools is None:
