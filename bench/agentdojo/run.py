@@ -221,9 +221,9 @@ class Runner:
         text = _text(result)
         if not text.startswith(BLOCKED):
             return role, tool, "allowed", ""
-        # The reason and the arguments, so that the JSON's list of misses can be read by cause.
-        text = f"{text[:300]} | arguments: {json.dumps(arguments, default=str)[:300]}"
         match = CODE.search(text)
+        # The reason and the arguments, so that the JSON's list of misses can be read by cause.
+        text = f"{text[:400]} | arguments: {json.dumps(arguments, default=str)[:300]}"
         if match is None:
             return role, tool, "denied", text
         code = match.group(1)

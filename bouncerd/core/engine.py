@@ -472,18 +472,20 @@ class Engine:
             return []
         events: list[Event] = []
         state = self.sessions.get(session)
-        note = state.calls.get((server, _request_key(prov.request_id))) if state is not None else None
-        if note is not None:
-            records = _read_as_noted(records, note)
         own = self._own_keys()
         if own:
             records = [r for r in records if r.token not in own]
         if identity is not None and prov.tool is not None and self.rule_for(identity, prov.tool).directory:
+            # Listed: identity fields as the output has them (before a named source makes free text
+            # ask-only: free text is never a directory entry).
             known = state.listed if state is not None else {}
             listed = sorted({r.token for r in records if r.provenance.identity and r.token not in known})
             if listed:
                 source = f"{server}/{prov.tool}"
                 self._emit(events, ListedEvent(ev="listed", session=session, source=source, keys=listed))
+        note = state.calls.get((server, _request_key(prov.request_id))) if state is not None else None
+        if note is not None:
+            records = _read_as_noted(records, note)
         if records:
             data = taint.encode_records(records)
             self._emit(events, TaintEvent(ev="taint", scope=self.scope_key(session, server), data=data))
