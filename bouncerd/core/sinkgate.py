@@ -150,8 +150,23 @@ def destinations(
         name = path.rsplit(".", 1)[-1].split("[", 1)[0]
         nested = "." in path or "[" in path
         if (nested and _names_recipient(name)) or (not nested and looks_like_destination(name)):
-            found.extend(d for d in _leaves(value, path) if d.parameter not in declared)
+            found.extend(
+                d for d in _leaves(value, path) if d.parameter not in declared and _addressable(d.value)
+            )
     return found, False
+
+
+# An undeclared parameter gated for its name holds an address, a name or a handle; a value longer than
+# this, or over several lines, is text the server cannot deliver to (a channel named with a pasted
+# paragraph), and what may hide in it is the smuggling check's to find (`_smuggled_destinations`).
+MAX_GUESSED_DESTINATION_CHARS = 256
+
+
+def _addressable(value: str) -> bool:
+    """Whether a value of an undeclared, destination-named parameter can be where data is delivered."""
+    if len(value) <= MAX_GUESSED_DESTINATION_CHARS and "\n" not in value and "\r" not in value:
+        return True
+    return canon.canonicalize(value).kind != "text"
 
 
 # Inside nested objects only names of recipients count (`headers.Bcc`, `options.cc`, `envelope.to`): a
@@ -187,14 +202,32 @@ def _named_values(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, 
 
 # A tool that changes an existing object of the user's (a scheduled payment, an event) sends nothing new
 # when its call leaves the destination parameter out: the object keeps the recipient it has. A name
-# that also says it sends (`update_and_notify`) is not one of these. Creating verbs are not either: a
-# new object's every value is the agent's, and one copied from injected text is the attack itself
-# (a call judged by where its values came from, not by its destination).
+# that also says it sends (`update_and_notify`) is not one of these.
 _EDIT_VERBS = frozenset({"update", "edit", "modify", "change", "set", "patch", "reschedule", "rename"})
 _SENDING_WORDS = frozenset(
     {"send", "forward", "share", "invite", "notify", "post", "publish", "reply", "email", "mail", "message",
      "transfer", "pay", "deliver", "dispatch", "broadcast", "upload", "sms", "dm", "webhook", "callback"}
 )  # fmt: skip
+
+
+# Creating verbs: a new object's values are all the agent's, and may be the injection's ("create an
+# event titled ..."). Without a destination such a call is allowed only when the user's prompt asked for
+# that kind of object (`_creates_what_you_asked`).
+_CREATE_VERBS = frozenset({"create", "add", "new", "make", "insert"})
+
+
+def _creates_what_you_asked(tool: str, trust: Trust) -> str | None:
+    """`creates the event you asked for` when the tool's name creates something the user's prompt named
+    (a word of the tool's object, singular or plural, typed: "add an event to my calendar"), else None."""
+    parts = words(tool)
+    if not parts or parts[0] not in _CREATE_VERBS or _SENDING_WORDS.intersection(parts):
+        return None
+    for noun in parts[1:]:
+        for form in (noun, noun.removesuffix("s"), noun + "s"):
+            key = typed.typed_key(form)
+            if len(form) > 2 and key is not None and key in trust.destinations:
+                return f"creates the {noun} your prompt asked for"
+    return None
 
 
 def edits_in_place(tool: str) -> bool:
@@ -434,14 +467,16 @@ def send_verdict(
     looks_like_destination: Callable[[str], bool] = lambda _name: False,
 ) -> Verdict:
     dests, everything = destinations(arguments, sink_params, looks_like_destination)
-    if not dests and sink_params and edits_in_place(tool):
-        return Verdict(
-            "allow",
-            "sink.no_new_destination",
-            f"{tool} changes an existing object and this call names no destination: its declared "
-            f"destination parameter ({', '.join(sink_params)}) is absent or empty and no other argument "
-            f"can name where data goes",
-        )
+    if not dests and sink_params:
+        why = "changes an existing object" if edits_in_place(tool) else _creates_what_you_asked(tool, trust)
+        if why is not None:
+            return Verdict(
+                "allow",
+                "sink.no_new_destination",
+                f"{tool} {why} and this call names no destination: its declared destination parameter "
+                f"({', '.join(sink_params)}) is absent or empty and no other argument can name where data "
+                f"goes",
+            )
     if not dests:
         # A sending tool called with nothing we can read as a destination: we cannot tell where it goes.
         return Verdict(
