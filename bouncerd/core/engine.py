@@ -17,8 +17,7 @@ I/O the path check needs (resolving symlinks) is a function the daemon injects.
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -26,6 +25,7 @@ from typing import Any, Final, TypeVar
 from bouncerd.core import approvals as ap
 from bouncerd.core import (
     builtin_tools,
+    callnotes,
     canon,
     constraints,
     fallback,
@@ -52,7 +52,7 @@ from bouncerd.core.events import (
     TaintExpiredEvent,
     VouchEvent,
 )
-from bouncerd.core.model import MESSAGE_LABELS, Provenance, ServerIdentity, ToolCall, Verdict
+from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
 from bouncerd.core.pins import Pin, Seen, ServerPins, seen_event, tool_digest
 from bouncerd.core.policy import Policy, merge
 from bouncerd.core.rules import ToolRule
@@ -145,18 +145,6 @@ class SessionState:
     attempts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (server, tool) -> calls tried
     vouched: set[str] = field(default_factory=set)  # narrow keys of destinations the user typed
     listed: dict[str, str] = field(default_factory=dict)  # wide key -> the directory tool that listed it
-    # What the engine remembers of the session's recent tool calls, to read their outputs (`CallNote`).
-    calls: OrderedDict[tuple[str, str], CallNote] = field(default_factory=OrderedDict)
-
-
-@dataclass(frozen=True)
-class CallNote:
-    """One tool call, as its output needs it: the taint keys of the destinations it sent to (an output
-    that repeats them, "sent to bob@partner.example", does not taint them) and what of it the user
-    named (a URL, a file the prompt typed: what its output says is asked about, never denied)."""
-
-    sent_to: frozenset[str]
-    named: str | None
 
 
 @dataclass(frozen=True)
@@ -178,6 +166,7 @@ class Engine:
         self._identities: dict[str, ServerIdentity] = {}  # server name -> latest identity seen
         self._rules: dict[tuple[int, str, str, str], ToolRule] = {}
         self._own: tuple[tuple[str, ...], frozenset[str]] | None = None  # `you:` and its taint keys
+        self.notes = callnotes.CallNotes()  # recent calls, to read their outputs (not journalled)
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
@@ -215,6 +204,7 @@ class Engine:
         elif ev["ev"] == "session_ended":
             key = ev["session"]
             self.sessions.pop(key, None)
+            self.notes.forget(key)
             self.approvals.end_session(key)
             for scope in [s for s in self.taint if _scope_session(s) == key]:
                 self._drop_if_spent(scope)
@@ -483,9 +473,9 @@ class Engine:
             if listed:
                 source = f"{server}/{prov.tool}"
                 self._emit(events, ListedEvent(ev="listed", session=session, source=source, keys=listed))
-        note = state.calls.get((server, _request_key(prov.request_id))) if state is not None else None
+        note = self.notes.get(session, server, prov.request_id)
         if note is not None:
-            records = _read_as_noted(records, note)
+            records = callnotes.read_as_noted(records, note)
         if records:
             data = taint.encode_records(records)
             self._emit(events, TaintEvent(ev="taint", scope=self.scope_key(session, server), data=data))
@@ -524,7 +514,7 @@ class Engine:
         if call.kind != "tool":
             message = self._decide_message(call, events, now)
             if call.kind == "resource":
-                self._note_call(call, None)
+                self._note_call(call, None, message)
             return dataclasses.replace(message, events=tuple(events))
         if call.answers:
             answers = dataclasses.replace(
@@ -544,7 +534,7 @@ class Engine:
                 or self._check_carried(call, rule)
                 or Verdict("allow", "default.allow", "no rule objected")
             )
-            self._note_call(call, rule)
+            self._note_call(call, rule, verdict)
         return Verdict(
             verdict.verdict,
             verdict.rule,
@@ -565,25 +555,36 @@ class Engine:
             self._own = (you, frozenset(keys))
         return self._own[1]
 
-    def _note_call(self, call: ToolCall, rule: ToolRule | None) -> None:
-        """Remember what reading this call's output needs (`CallNote`): the destinations it sends to,
-        and the argument the user's prompt named, if any."""
+    def _note_call(self, call: ToolCall, rule: ToolRule | None, verdict: Verdict) -> None:
+        """Remember what reading this call's output needs (`callnotes`): the destinations it sends to,
+        the argument the user's prompt named, and, for a creating call whose destinations were all
+        trusted, those destinations (its output's ids are bound to them)."""
         sent_to: set[str] = set()
-        if rule is not None and rule.exfiltrating and rule.sink_kind == "send":
+        made_for: tuple[str, ...] = ()
+        sends = rule is not None and rule.exfiltrating and rule.sink_kind == "send"
+        if sends and rule is not None:
             guess = fallback.looks_like_destination
-            for d in sinkgate.destinations(call.arguments, rule.sink_params, guess)[0]:
+            dests = sinkgate.destinations(call.arguments, rule.sink_params, guess)[0]
+            for d in dests:
                 c = canon.canonicalize(d.value)
                 if c.kind != "text":
                     sent_to.update(c.probes)
-        named = self._named_argument(call)
-        if not sent_to and named is None:
-            return
-        calls = self.session(call.session).calls
-        key = (call.server.name, _request_key(call.request_id))
-        calls[key] = CallNote(frozenset(sent_to), named)
-        calls.move_to_end(key)
-        while len(calls) > MAX_CALL_NOTES:
-            calls.popitem(last=False)
+            parts = fallback.words(call.tool)
+            if verdict.rule == "sink.trusted" and parts and parts[0] in callnotes.CREATING_VERBS:
+                made_for = tuple(d.value for d in dests)
+        if call.kind == "tool" and not fallback_words.READ_VERBS.intersection(fallback.words(call.tool)[:1]):
+            # A call that does not only read changes what it names: an object made for a trusted
+            # destination is no longer known to go there (sending it uses it up too).
+            self.notes.touched(call.session, call.server.name, call.arguments)
+        named = None if sends else self._named_argument(call)  # a send's reply is no source the user chose
+        if sent_to or named is not None or made_for:
+            note = callnotes.CallNote(frozenset(sent_to), named, made_for, verdict.reason)
+            self.notes.note(call.session, call.server.name, call.request_id, note)
+
+    def read_made(self, session: str, server: str, request_id: object, payload: bytes) -> None:
+        """The output of a call (the daemon passes every one): the ids a creating call for trusted
+        destinations made are bound to them (`callnotes`)."""
+        self.notes.made(session, server, request_id, payload)
 
     def _named_argument(self, call: ToolCall) -> str | None:
         """The argument of a call that reads what the user's prompt pointed to: a URL, an address or a
@@ -594,7 +595,9 @@ class Engine:
             return None
         for d in sinkgate.leaves(call.arguments):
             value = d.value.strip()
-            if len(value) > MAX_NAMED_ARGUMENT_CHARS or not _POINTS_AT_SOMETHING.search(value):
+            if len(value) > callnotes.MAX_NAMED_ARGUMENT_CHARS or not callnotes.POINTS_AT_SOMETHING.search(
+                value
+            ):
                 continue
             typed_as = typed.typed_key(value)
             if (typed_as is not None and typed_as in state.vouched) or any(
@@ -780,8 +783,19 @@ class Engine:
             )
             verdict = self._unless_blind(call, verdict, "fetches")
             return self._use_once_grant(call, verdict, events, now)
+        # Sending an object made in this session for trusted destinations (a draft, by its id): the id
+        # names no destination of its own, so it is judged without it; if nothing else names one, the
+        # object's destinations are where the call sends (callnotes).
+        made = self.notes.object_named(call.session, call.server.name, call.arguments)
+        arguments = call.arguments
+        if made is not None and payload is None:
+            arguments = {
+                k: v
+                for k, v in call.arguments.items()
+                if not (isinstance(v, str | int) and str(v) == made[0])
+            }
         verdict = sinkgate.send_verdict(
-            call.arguments,
+            arguments,
             tool=call.tool,
             sink_params=rule.sink_params,
             trust=trust,
@@ -793,6 +807,15 @@ class Engine:
         if payload is not None:  # a fetch with a body, headers, a writing method or a callback: a send
             reason = f"{verdict.reason} (this fetch also carries {payload!r}, so it is judged as a send)"
             verdict = dataclasses.replace(verdict, reason=reason)
+        elif verdict.rule in ("sink.no_destination", "sink.no_new_destination") and made is not None:
+            object_id, obj = made
+            verdict = Verdict(
+                "allow",
+                "sink.trusted",
+                f"{call.tool} sends {object_id!r}, made in this session for "
+                f"{', '.join(obj.destinations)} and not changed since ({obj.why})",
+                destination=obj.destinations[0] if obj.destinations else None,
+            )
         return self._use_once_grant(call, verdict, events, now)
 
     def _decide_message(self, call: ToolCall, events: list[Event], now: float) -> Verdict:
@@ -905,36 +928,6 @@ class Engine:
             destination=verdict.destination,
             parameter=verdict.parameter,
         )
-
-
-# A URL, an address, a host or a file name: what a prompt points at when it names a source.
-_POINTS_AT_SOMETHING = re.compile(r"[./@:\\]")
-MAX_NAMED_ARGUMENT_CHARS = 2048  # longer values are text, not a source someone typed
-MAX_CALL_NOTES = 256  # a call's output follows it closely; a session has a handful of calls in flight
-
-
-def _request_key(request_id: object) -> str:
-    """A JSON-RPC id as a key that keeps 1 and "1" apart."""
-    return f"{type(request_id).__name__}:{request_id}"
-
-
-def _read_as_noted(records: list[taint.TokenRecord], note: CallNote) -> list[taint.TokenRecord]:
-    """The records of one call's output as its call explains them: the destinations it sent to, which
-    the output repeats, are left out (anything else in it still taints); free text of a source the user
-    named is recorded as asked about (`Provenance.named`), not as planted."""
-    out: list[taint.TokenRecord] = []
-    named: dict[Provenance, Provenance] = {}
-    for record in records:
-        if record.token in note.sent_to:
-            continue
-        prov = record.provenance
-        if note.named is not None and not prov.identity:
-            shown = named.get(prov)
-            if shown is None:
-                shown = named[prov] = dataclasses.replace(prov, identity=True, named=note.named)
-            record = taint.TokenRecord(record.token, shown)
-        out.append(record)
-    return out
 
 
 def _scope_session(scope: str) -> str | None:

