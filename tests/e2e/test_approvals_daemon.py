@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from conftest import RunningDaemon
+from daemons import RunningDaemon
 from harness import audit_records, blocked_text, connect, fixture_server, shim_params
 from mcp import MCPError
 
