@@ -11,8 +11,9 @@ import pytest
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import taint
-from bouncerd.core.engine import FIRST_USE_WINDOW_SECONDS, Engine
+from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall
+from bouncerd.core.pins import FIRST_USE_WINDOW_SECONDS
 from bouncerd.core.policy import load_policy, merge
 
 MAIL = ServerIdentity("mail", ("mail-server",))
