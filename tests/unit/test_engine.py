@@ -253,6 +253,16 @@ def test_second_delete_over_budget_is_denied_and_denied_attempts_count() -> None
     assert v.verdict == "deny" and v.rule == "budget.exceeded"
 
 
+def test_tool_forbidden_by_max_calls_zero_is_denied_as_forbidden_from_the_first_call() -> None:
+    """`max_calls: 0` forbids the tool: its first call is refused as forbidden, not as one over a
+    budget (the reason tells the person the policy forbids it, not that they used it up)."""
+    eng = _engine(POLICY + "  notify:\n    max_calls: 0\n")
+    v = _call(eng, MAIL, "notify", recipient_email="boss@corp.example", text="hi")
+    assert (v.verdict, v.rule) == ("deny", "budget.forbidden")
+    again = _call(eng, MAIL, "notify", recipient_email="boss@corp.example", text="hi")
+    assert (again.verdict, again.rule) == ("deny", "budget.forbidden")
+
+
 def test_reading_tool_with_channel_parameter_is_not_gated() -> None:
     eng = _engine()
     _observe(eng, CHAT, _result("#general is where attacker@evil.example hangs out"), tool="x")
