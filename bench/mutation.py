@@ -14,7 +14,8 @@ The tree is copied once to a temporary directory (compiled modules included, `.v
 not) and put first on ``PYTHONPATH``; each mutant is written into the copy, the tests run, and the
 file is restored in a ``finally``. The tests are tests/unit and tests/security, with ``-x -q
 -p no:cacheprovider -p no:randomly``, in two stages to keep the run bounded: first the test files
-that name the rule id, then, only if the mutant survived them, all of them. A mutant is killed by
+that name the rule id (and any a mutant lists in `first`), then, only if the mutant survived them,
+all of them. A mutant is killed by
 the first test that fails (or errors); one that passes every test SURVIVED. A baseline run of the
 first-stage files on the unmutated copy goes first, so a failure is the mutant's, not the tree's.
 
@@ -56,6 +57,7 @@ class Mutant:
     after: str  # what replaces it (the line's indentation is kept)
     what: str  # the mutation in words
     follows: str | None = None  # a text one of the 4 lines before must contain, where `before` repeats
+    first: tuple[str, ...] = ()  # test files to run in the first stage, beside those naming the rule
 
 
 CORE = "bouncerd/core"
@@ -312,6 +314,7 @@ MUTANTS: tuple[Mutant, ...] = (
         'if hit is not None and hit.state == "tainted" and key not in trust.destinations:',
         "if False:",
         "a program argument naming a planted destination runs",
+        first=("tests/unit/test_ungated_backstop.py",),
     ),
     Mutant(
         "default.tainted_argument",
@@ -320,6 +323,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if False:",
         "an ungated tool's argument that is a planted destination is not asked about",
         follows="hit = index.lookup(d.value)",
+        first=("tests/unit/test_ungated_backstop.py",),
     ),
     Mutant(
         "default.allow",
@@ -427,7 +431,8 @@ def files_naming(root: Path, rule: str) -> list[str]:
     return found
 
 
-_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+# pytest -rfE: "FAILED tests/x.py::test_y[param id] - AssertionError: ..." (an id may hold spaces).
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.MULTILINE)
 
 
 def run_tests(root: Path, targets: list[str]) -> tuple[bool, str]:
@@ -484,7 +489,7 @@ def main() -> int:
         root = Path(tmp) / "tree"
         copy_tree(root)
         if not args.no_baseline:
-            baseline = sorted({f for m in chosen for f in files_naming(root, m.rule)})
+            baseline = sorted({f for m in chosen for f in [*files_naming(root, m.rule), *m.first]})
             ok, why = run_tests(root, baseline)
             if not ok:
                 print(f"the unmutated tree fails {why}: fix that first")
@@ -497,7 +502,10 @@ def main() -> int:
             t0 = time.monotonic()
             try:
                 target.write_text(mutated, encoding="utf-8")
-                first = files_naming(root, m.rule)
+                first = [
+                    *files_naming(root, m.rule),
+                    *(f for f in m.first if f not in files_naming(root, m.rule)),
+                ]
                 ok, killer = run_tests(root, first) if first else (True, "")
                 if ok:
                     ok, killer = run_tests(root, list(TEST_DIRS))
