@@ -44,7 +44,6 @@ from bouncerd.core.events import (
     GrantUsedEvent,
     ListedEvent,
     PinEvent,
-    PinSeenEvent,
     PinWindowEvent,
     SessionEndedEvent,
     TaintEvent,
@@ -53,19 +52,13 @@ from bouncerd.core.events import (
     VouchEvent,
 )
 from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
-from bouncerd.core.pins import Pin, Seen, ServerPins, seen_event, tool_digest
+from bouncerd.core.pins import PinReport, ServerPins, seen_event
 from bouncerd.core.policy import Policy, merge
 from bouncerd.core.rules import ToolRule
 
 Event = EngineEvent
 _E = TypeVar("_E", bound=EngineEvent)
 Resolve = Callable[[str], str]
-
-# Trust on first use: a server's first tool list is pinned as it is. Some servers register more tools
-# right after `notifications/initialized` (and send list_changed), so the pin set of a server seen for
-# the first time stays open for this long, or until its first tools/call, whichever comes first. A tool
-# whose description or schema *changed* is never pinned automatically.
-FIRST_USE_WINDOW_SECONDS = 30.0
 
 USER_SCOPE = "*user*"  # the taint scope key when taint_scope is `user`
 
@@ -147,13 +140,6 @@ class SessionState:
     listed: dict[str, str] = field(default_factory=dict)  # wide key -> the directory tool that listed it
 
 
-@dataclass(frozen=True)
-class PinReport:
-    pinned_now: tuple[str, ...]  # newly pinned by first use
-    unpinned: tuple[str, ...]  # new tools waiting for `bouncerctl pins accept`
-    changed: tuple[str, ...]  # pinned tools whose description or schema changed
-
-
 class Engine:
     def __init__(self, policy: Policy | None = None, resolve: Resolve = _lexical_only) -> None:
         self.policy = policy if policy is not None else merge([])
@@ -176,11 +162,7 @@ class Engine:
 
     def apply(self, ev: EngineEvent) -> None:
         if ev["ev"] == "pin":
-            sp = self.servers.setdefault(ev["server"], ServerPins())
-            sp.pins[ev["tool"]] = Pin(ev["digest"], ev.get("description"), ev.get("schema"))
-            seen = sp.seen.get(ev["tool"])
-            if seen is not None and seen.digest == ev["digest"]:
-                del sp.seen[ev["tool"]]  # the person accepted the form that was waiting
+            self.servers.setdefault(ev["server"], ServerPins()).apply_pin(ev)
         elif ev["ev"] == "pin_seen":
             self.servers.setdefault(ev["server"], ServerPins()).apply_seen(ev)
         elif ev["ev"] == "unpin":
@@ -224,16 +206,7 @@ class Engine:
         out: list[Event] = []
         for key, sp in self.servers.items():
             for name, pin in sp.pins.items():
-                out.append(
-                    PinEvent(
-                        ev="pin",
-                        server=key,
-                        tool=name,
-                        digest=pin.digest,
-                        description=pin.description,
-                        schema=pin.input_schema,
-                    )
-                )
+                out.append(pins.pin_snapshot(key, name, pin))
             for name, seen in sp.seen.items():
                 out.append(seen_event(key, name, seen))
             if sp.open_until is not None:
@@ -344,99 +317,22 @@ class Engine:
         `session` say who saw the list."""
         events: list[Event] = []
         self._identities[server.name] = server
-        sp = self.servers.get(server.key)
-        if sp is None:
-            self._emit(
-                events,
-                PinWindowEvent(ev="pin_window", server=server.key, until=now + FIRST_USE_WINDOW_SECONDS),
-            )
-            sp = self.servers[server.key]
-        window_open = sp.open_until is not None and now < sp.open_until
-        pinned_now: list[str] = []
-        unpinned: list[str] = []
-        changed: list[str] = []
-        live: dict[str, str] = {}
-        live_tools: dict[str, Mapping[str, Any]] = {}
-        duplicated: set[str] = set()
-        for tool in tools:
-            name = tool.get("name")
-            if not isinstance(name, str):
-                continue
-            digest = tool_digest(tool)
-            if name in live:
-                if live[name] != digest:
-                    duplicated.add(name)  # the agent reads every form; no one digest stands for them
-                continue
-            live[name] = digest
-            live_tools[name] = tool
-        for name, digest in live.items():
-            tool = live_tools[name]
-            pin = sp.pins.get(name)
-            if name in duplicated:
-                live[name] = pins.DUPLICATED_TOOL
-                (changed if pin is not None else unpinned).append(name)  # never pinned on first use
-                continue
-            covered = pin is not None and pin.digest == digest
-            if not covered and not (pin is None and window_open):
-                seen = sp.seen.get(name)
-                if seen is None or seen.digest != digest:
-                    self._emit(
-                        events,
-                        seen_event(
-                            server.key,
-                            name,
-                            Seen(
-                                digest, tool.get("description"), tool.get("inputSchema"), now, client, session
-                            ),
-                        ),
-                    )
-            elif covered and name in sp.seen:  # listed as pinned again: nothing waits for review
-                self._emit(events, PinSeenEvent(ev="pin_seen", server=server.key, tool=name, digest=None))
-            if pin is None:
-                if window_open:
-                    self._emit(
-                        events,
-                        PinEvent(
-                            ev="pin",
-                            server=server.key,
-                            tool=name,
-                            digest=digest,
-                            description=tool.get("description"),
-                            schema=tool.get("inputSchema"),
-                        ),
-                    )
-                    pinned_now.append(name)
-                else:
-                    unpinned.append(name)
-            elif pin.digest != digest:
-                changed.append(name)
+        report, listed, live, live_tools = pins.listing(
+            self.servers.get(server.key), server, tools, now, client, session
+        )
+        for ev in listed:
+            self._emit(events, ev)
+        sp = self.servers[server.key]
         sp.live = live
         sp.live_tools = live_tools
         sp.listed = True
-        return PinReport(tuple(pinned_now), tuple(unpinned), tuple(changed)), events
+        return report, events
 
     def accept_pins(self, server_key: str, tools: Iterable[str] | None = None) -> list[PinEvent]:
-        """A person's `bouncerctl pins accept`: pin the form of these tools (all unpinned/changed) that
-        `pins show` showed: the live one while the server is listed, else the last one seen (journaled),
-        so accepting works after the server has gone or the daemon restarted."""
+        """A person's `bouncerctl pins accept` (`pins.accept`)."""
         events: list[PinEvent] = []
-        sp = self.servers.get(server_key)
-        if sp is None:
-            return events
-        wanted = None if tools is None else set(tools)
-        for name, (digest, description, schema) in sp.forms_to_accept().items():
-            if wanted is None or name in wanted:
-                self._emit(
-                    events,
-                    PinEvent(
-                        ev="pin",
-                        server=server_key,
-                        tool=name,
-                        digest=digest,
-                        description=description,
-                        schema=schema,
-                    ),
-                )
+        for ev in pins.accept(self.servers.get(server_key), server_key, tools):
+            self._emit(events, ev)
         return events
 
     def _check_pin(self, call: ToolCall) -> Verdict | None:

@@ -31,6 +31,7 @@ class PinEvent(TypedDict):
     digest: str
     description: NotRequired[str | None]
     schema: NotRequired[Any]
+    form: NotRequired[dict[str, Any]]  # every part of the tool but its name (absent in older journals)
 
 
 class UnpinEvent(TypedDict):
@@ -50,6 +51,7 @@ class PinSeenEvent(TypedDict):
     digest: str | None  # None: the server lists the pinned form again; forget the one seen
     description: NotRequired[str | None]
     schema: NotRequired[Any]
+    form: NotRequired[dict[str, Any]]  # every part of the tool but its name (absent in older journals)
     ts: NotRequired[float]  # when it was listed
     client: NotRequired[str | None]  # the client of the session whose shim listed it
     session: NotRequired[str]

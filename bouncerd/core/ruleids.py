@@ -32,7 +32,7 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
     {
         "policy": "the daemon, on a policy file that does not load (a deny) or on reload (events)",
         "call": "the daemon, on a call the shim could not read",
-        "pin": "the engine, step 1: the tool against its pinned description and schema",
+        "pin": "the engine, step 1: the tool against its pinned form (every part of it)",
         "budget": "the engine, step 2: `max_calls`",
         "constraint": "the engine, step 3: `allowed_path_prefixes` and `arg_patterns`",
         "sink": "the engine, step 4: the sink gate of a sending tool",
@@ -139,7 +139,8 @@ _TABLE = (
     _row(
         "pin.changed_tool",
         DENY,
-        "the tool's description or input schema changed since it was pinned",
+        "a part of the tool (description, title, input or output schema, annotations, icons, _meta) "
+        "changed since it was pinned",
         _PIN,
         "a tool redefined after first use (rug pull)",
     ),

@@ -56,7 +56,7 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
     ),
     "pins": (
         "bouncerctl.pins:pins",
-        "Show or accept tool pins (trust on first use of name, description and schema).",
+        "Show or accept tool pins (trust on first use of every part of each tool).",
     ),
     "policy": ("bouncerctl.policy_cmd:policy", "Check policy files; migrate a bouncer-mcp 0.1.x one."),
     "reload": (

@@ -1,9 +1,10 @@
 """``bouncerctl pins show|accept``: which tools are pinned, which changed, and accepting them.
 
-A pin is the hash of a tool's name, description and input schema, taken on first use. A tool that is
-new, or whose description or schema changed since it was pinned, is refused at call time until a
-person accepts it here. `show` prints what changed, field by field, so the person can read the new
-description before trusting it (a changed description is how a server smuggles instructions in).
+A pin is the hash of every part of a tool as listed (description, schemas, annotations, ...), taken
+on first use. A tool that is new, or of which any part changed since it was pinned, is refused at call
+time until a person accepts it here. `show` prints what changed, field by field, so the person can
+read the new description or annotations before trusting them (a changed description is how a server
+smuggles instructions in; a tool turned "read-only" is how it stops a client from asking).
 
 The form waiting for review is the daemon's journaled record of the last one listed (when, in which
 client's session), so `show` and `accept` work the same after the server disconnected or the daemon
@@ -27,7 +28,7 @@ MIN_WIDTH = 40  # below this a terminal is too narrow to fold into; lines are fo
 
 LEGEND = """\
 ok        the pin covers the form the server lists
-CHANGED   the description or schema differs from the pin (the new form is shown)
+CHANGED   a part of the tool differs from the pin (the diff is shown)
 NEW       listed after first use and never accepted
 UNLISTED  pinned, but missing from the server's latest list
 Calls to CHANGED, NEW and UNLISTED tools are refused until accepted."""
@@ -35,7 +36,7 @@ Calls to CHANGED, NEW and UNLISTED tools are refused until accepted."""
 
 @click.group()
 def pins() -> None:
-    """Show or accept tool pins (trust on first use of name, description and schema)."""
+    """Show or accept tool pins (trust on first use of every part of each tool)."""
 
 
 @pins.command("show")

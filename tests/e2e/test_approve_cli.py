@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RunningDaemon
+from daemons import RunningDaemon
 from harness import audit_records
 
 from bouncerd.client import Client

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import anyio
 import mcp_types as types
 import pytest
-from conftest import RunningDaemon
+from daemons import RunningDaemon
 from harness import SHIM, audit_records, blocked_text, fixture_server, shim_params
 from mcp import Client
 from mcp.client.session import ClientRequestContext

@@ -29,7 +29,7 @@ from bouncerd.server import audit
 from bouncerd.server.audit import AuditLog, predecessors
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ from bouncerd.errors import DaemonUnavailableError
 from bouncerd.server.audit import chain_files
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

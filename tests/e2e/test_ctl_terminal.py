@@ -34,7 +34,7 @@ import pytest
 from bouncerd.client import Client
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

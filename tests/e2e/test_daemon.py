@@ -82,11 +82,13 @@ def _env(home: Path) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _process(argv: list[str], home: Path, **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+def _process(
+    argv: list[str], home: Path, env: dict[str, str] | None = None, **popen: Any
+) -> Iterator[subprocess.Popen[bytes]]:
     """A process whose output goes to home/out.log; SIGTERM (then SIGKILL) when the block ends."""
     with (home / "out.log").open("ab") as log:
         proc = subprocess.Popen(
-            argv, env=_env(home), stdin=subprocess.DEVNULL, stdout=log, stderr=log, **popen
+            argv, env=env or _env(home), stdin=subprocess.DEVNULL, stdout=log, stderr=log, **popen
         )
     try:
         yield proc
@@ -128,9 +130,9 @@ def _eventually(predicate: Callable[[], bool]) -> bool:
     return True
 
 
-def _refusal(home: Path) -> tuple[int, str]:
+def _refusal(home: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Start a daemon that is expected to refuse; its exit status and what it said."""
-    with _process([str(BOUNCERD), "--foreground"], home) as proc:
+    with _process([str(BOUNCERD), "--foreground"], home, env) as proc:
         code = proc.wait(WAIT_SECONDS)
     return code, _log(home)
 
@@ -216,14 +218,23 @@ def test_group_readable_runtime_dir_refuses_to_start() -> None:
     assert not (home / "run" / "bouncerd.sock").exists()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="making a directory someone else's needs root")
 def test_foreign_owned_runtime_dir_refuses_to_start() -> None:
+    """Whoever owns the socket's directory can swap the socket. Runs on every machine: as root the
+    directory is given to nobody (uid 65534); as anyone else, root's own `/` is named as the runtime
+    directory (XDG_RUNTIME_DIR, without BOUNCER_HOME), a directory someone else owns."""
     home = _home()
-    (home / "run").mkdir(mode=0o700)
-    os.chown(home / "run", 65534, 65534)
-    code, said = _refusal(home)
+    if os.geteuid() == 0:
+        (home / "run").mkdir(mode=0o700)
+        os.chown(home / "run", 65534, 65534)
+        code, said = _refusal(home)
+        owner = 65534
+    else:
+        env = {k: v for k, v in _env(home).items() if k != "BOUNCER_HOME"}
+        env.update(XDG_RUNTIME_DIR="/", XDG_STATE_HOME=str(home / "state"), XDG_CONFIG_HOME=str(home / "c"))
+        code, said = _refusal(home, env)
+        owner = os.stat("/").st_uid
     assert code == EXIT_REFUSED
-    assert "owned by uid 65534" in said
+    assert f"owned by uid {owner}" in said
 
 
 def test_second_daemon_exits_saying_one_is_running(daemon: Any) -> None:

@@ -33,7 +33,7 @@ from harness import (
 )
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 
@@ -267,6 +267,7 @@ async def test_hook_with_no_daemon_running_starts_one_and_gets_a_real_verdict() 
             again = await run_hook(home, pre("WebFetch", {"url": "https://example.org/", "prompt": "y"}))
         verdicts = builtin_verdicts(home, "WebFetch")
         log = (home / "state" / "bouncerd.log").read_text(errors="replace")
+        socket_path = home / "run" / "bouncerd.sock"
     finally:
         pid = stop_autostarted_daemon(home)
         shutil.rmtree(home, ignore_errors=True)
@@ -278,7 +279,8 @@ async def test_hook_with_no_daemon_running_starts_one_and_gets_a_real_verdict() 
     assert said.returncode == 0 and b"started bouncerd" not in said.stderr  # it runs: nothing to say
     assert no_objection(again) and b"started bouncerd" not in again.stderr
     assert [(r["verdict"], r["rule"]) for r in verdicts] == [("allow", "builtin.no_tainted_destination")] * 2
-    assert "listening" in log or "serving" in log or log  # the daemon's log is where autostart put it
+    # the daemon's log is where autostart put it: the started daemon's own line, with its pid and socket
+    assert f"(pid {pid}) serving on {socket_path}" in log, log
 
 
 @pytest.mark.asyncio

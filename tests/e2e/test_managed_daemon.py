@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BOUNCERD
+from daemons import BOUNCERD
 from harness import short_tmpdir, write_policy
 
 from bouncerd.client import Client

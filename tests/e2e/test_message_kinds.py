@@ -20,7 +20,7 @@ from harness import ServerSpec, audit_records, connect, fixture_server, shim_par
 from mcp import MCPError, types
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from harness import blocked_text, connect, fixture_server, shim_params
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

@@ -37,7 +37,7 @@ from mcp import Client, StdioServerParameters, stdio_client
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 CLIENTS = {"claude": "Claude Code", "gemini": "Gemini CLI", "codex": "Codex", "mcp-inspector": "Inspector"}
 FILESYSTEM = NPM_BIN / "mcp-server-filesystem"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from bouncerctl.report import html as pack_html
-from bouncerctl.report.build import Aggregator, read_log
+from bouncerctl.report.build import BUCKET_WIDTHS, Aggregator, read_log
 from bouncerctl.report.review import build_pack
 from bouncerctl.report.sources import Sources, load_tools_file
 from cdp import Browser
@@ -33,6 +33,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 VIEWPORT_HEIGHT = 900
 WIDTHS = (1400, 420)
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+RECORDS, STEP = 12, 7  # the audit log: this many verdicts, this many seconds apart
 LOOKALIKE = "Backup <ATTACKER+backup@\uff25\uff36\uff29\uff2c.example>"  # fullwidth EVIL
 LONG_UPSTREAM = (
     "/home/someone/.local/share/virtualenvs/helpdesk-4f8a2c/bin/python3",
@@ -73,6 +74,7 @@ MEASURE = """(() => {
     severities: rows("#findings + .scroll tbody td:first-child .badge").map((e) => e.textContent),
     findings: rows("#findings + .scroll tbody tr").map((e) => e.textContent.replace(/\\s+/g, " ")),
     bars: rows("svg g").length,
+    filled: rows("svg g").filter((g) => g.querySelector("rect")).length,
   };
 })()"""
 
@@ -88,8 +90,8 @@ def _log(path: Path) -> None:
          "verdict": "deny", "rule": "pin.changed_tool", "reason": "the description changed"},
     ]  # fmt: skip
     log, _ = AuditLog.open(path, NOW)
-    for i, record in enumerate(records * 4):
-        log.append(record, NOW + 7 * i)  # a 77-second log: the timeline must not be one bar
+    for i, record in enumerate((records * RECORDS)[:RECORDS]):
+        log.append(record, NOW + STEP * i)  # a 77-second log: the timeline must not be one bar
     log.close()
 
 
@@ -172,6 +174,26 @@ def test_findings_are_ranked_and_read_only_tools_are_one_finding(rendered: dict[
     assert singles and all("not gated" not in f for f in singles)  # only the gated guess stays medium
 
 
+def _expected_bars() -> tuple[int, int]:
+    """(bars, bars with a verdict) by the timeline's rule (report/build.py): the narrowest bucket width
+    that draws the log's span in at most MAX_BARS bars, one bar per width from the first verdict's
+    bucket to the last's, empty ones included. The log is RECORDS verdicts STEP seconds apart from NOW
+    (midnight, so every width's buckets start on it)."""
+    span = STEP * (RECORDS - 1)
+    width = next(w for w in BUCKET_WIDTHS if span // w + 1 <= pack_html.MAX_BARS)
+    return span // width + 1, len({STEP * i // width for i in range(RECORDS)})
+
+
 def test_timeline_scales_to_the_span_of_the_log(rendered: dict[int, dict[str, Any]]) -> None:
     """A log of a minute or two was drawn as one bar."""
-    assert rendered[1400]["bars"] >= 10
+    bars, filled = _expected_bars()
+    assert (rendered[1400]["bars"], rendered[1400]["filled"]) == (bars, filled)
+
+
+def test_timeline_bars_follow_the_rule_without_a_browser(tmp_path: Path) -> None:
+    """The same count from the page's markup, so it is checked where no chromium is installed."""
+    bars, filled = _expected_bars()
+    text = _page(tmp_path)
+    svg = text[text.index('aria-label="verdicts over time"') :]
+    groups = svg[: svg.index("</svg>")].split("<g>")[1:]
+    assert (len(groups), sum(1 for g in groups if "<rect" in g)) == (bars, filled)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from harness import audit_records, connect, fixture_server, shim_params
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

@@ -39,7 +39,7 @@ from harness import (
 from test_shim_failures import Shim, blocked_text, initialize
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

@@ -577,20 +577,20 @@ def test_daemon_killed_mid_session_replays_observations_before_the_next_verdict(
 
 
 def test_autostart_starts_a_daemon(home: Path, shims: list[Shim]) -> None:
-    if not (REPO / "bouncerd" / "__main__.py").exists():
-        pytest.skip("bouncerd has no __main__ yet")
+    """No daemon and autostart on: the shim starts one, says so once with its pid, and the call is
+    judged by that daemon (its audit log holds the verdict), not refused as unreachable."""
     shim = start(shims, home, env={"BOUNCER_NO_AUTOSTART": ""})
+    pid = None
     try:
         initialize(shim)
-        assert (home / "run" / "bouncerd.sock").exists()
         answer = shim.call("echo", {"a": 1})
-        assert "unreachable" not in json.dumps(answer)
-        assert b"started bouncerd" in shim.stderr or _answers(home / "run" / "bouncerd.sock")
+        pid = _pidfile_pid(home)
+        answered = _answers(home / "run" / "bouncerd.sock")
     finally:
-        shim.stop()
-        pidfile = home / "run" / "bouncerd.pid"
-        if pidfile.exists() and pidfile.read_text().strip().isdigit():
-            pid = int(pidfile.read_text().strip())
+        shim.stop()  # its stderr is read to the end
+        if pid is None:
+            pid = _pidfile_pid(home)
+        if pid is not None:
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + WAIT
             while time.monotonic() < deadline:
@@ -599,6 +599,17 @@ def test_autostart_starts_a_daemon(home: Path, shims: list[Shim]) -> None:
                 except ProcessLookupError:
                     break
                 time.sleep(0.05)
+    said = shim.stderr.decode(errors="replace")
+    assert pid is not None and answered
+    assert said.count("started bouncerd (pid") == 1 and f"started bouncerd (pid {pid};" in said, said
+    assert answer["result"]["content"][0]["text"] == json.dumps({"a": 1}, sort_keys=True)  # the server ran it
+    verdicts = [(r["tool"], r["verdict"]) for r in _audit(home) if r.get("tool") == "echo"]
+    assert verdicts == [("echo", "allow")]
+
+
+def _audit(home: Path) -> list[dict[str, Any]]:
+    path = home / "state" / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _pidfile_pid(home: Path) -> int | None:

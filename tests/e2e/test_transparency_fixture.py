@@ -36,7 +36,7 @@ from harness import (
 from mcp.shared.exceptions import MCPError
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

@@ -33,7 +33,7 @@ from harness import (
 from mcp.shared.exceptions import MCPError
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 EVERYTHING = "mcp-server-everything"
 FILESYSTEM = "mcp-server-filesystem"

@@ -27,7 +27,7 @@ from typing import Any
 import msgpack
 import pytest
 from _counts import ran
-from conftest import FuzzDaemon, short_home, start_daemon, stop_daemon
+from fuzzd import FuzzDaemon, short_home, start_daemon, stop_daemon
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonish import lines

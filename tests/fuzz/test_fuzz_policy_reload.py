@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from _counts import ran
-from conftest import FuzzDaemon, short_home, start_daemon, stop_daemon
+from fuzzd import FuzzDaemon, short_home, start_daemon, stop_daemon
 from hypothesis import HealthCheck, given, settings
 from test_fuzz_policy import texts
 

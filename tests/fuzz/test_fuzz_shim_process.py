@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from _counts import ran
-from conftest import BIN, FuzzDaemon, short_home, start_daemon, stop_daemon
+from fuzzd import BIN, FuzzDaemon, short_home, start_daemon, stop_daemon
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonish import SENTINEL, lines

@@ -11,8 +11,9 @@ import pytest
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import taint
-from bouncerd.core.engine import FIRST_USE_WINDOW_SECONDS, Engine
+from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall
+from bouncerd.core.pins import FIRST_USE_WINDOW_SECONDS
 from bouncerd.core.policy import load_policy, merge
 
 MAIL = ServerIdentity("mail", ("mail-server",))
@@ -250,6 +251,16 @@ def test_second_delete_over_budget_is_denied_and_denied_attempts_count() -> None
     assert _call(eng, MAIL, "delete_file", path="/a").verdict == "allow"
     v = _call(eng, MAIL, "delete_file", path="/b")
     assert v.verdict == "deny" and v.rule == "budget.exceeded"
+
+
+def test_tool_forbidden_by_max_calls_zero_is_denied_as_forbidden_from_the_first_call() -> None:
+    """`max_calls: 0` forbids the tool: its first call is refused as forbidden, not as one over a
+    budget (the reason tells the person the policy forbids it, not that they used it up)."""
+    eng = _engine(POLICY + "  notify:\n    max_calls: 0\n")
+    v = _call(eng, MAIL, "notify", recipient_email="boss@corp.example", text="hi")
+    assert (v.verdict, v.rule) == ("deny", "budget.forbidden")
+    again = _call(eng, MAIL, "notify", recipient_email="boss@corp.example", text="hi")
+    assert (again.verdict, again.rule) == ("deny", "budget.forbidden")
 
 
 def test_reading_tool_with_channel_parameter_is_not_gated() -> None:

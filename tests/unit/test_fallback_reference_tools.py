@@ -10,10 +10,19 @@ tool shapes nobody here had seen.
   stdio), and AgentDojo 0.1.35's four suites (the tool definitions `make_function` builds from the
   suite's TOOLS, which is what AgentDojo sends).
 
-`EXPECTED` pins, for every one of those tools, what the fallback alone (no pack) makes of it: a
-send or a fetch on which parameters (`*`: every argument), or nothing. A change to the fallback that
-moves any of them shows up here as a one-line diff. A tool whose name has a reading verb never
-becomes a send (name resolution, which no reference tool does, is the documented exception).
+Two kinds of test, kept apart:
+
+- the specification: what docs/policy.md ("The fallback") says must hold for every tool, checked
+  over all of them: a tool whose name has a reading verb never becomes a send (name resolution,
+  which no reference tool does, is the documented exception), a tool whose first verb removes is
+  never gated, and a description never changes a tool's verdict here;
+- `EXPECTED`, a reviewed record of what the fallback alone (no pack) makes of each tool: a send or
+  a fetch on which parameters (`*`: every argument), or nothing. It is a change detector, not a
+  specification: a change to the fallback that moves any row shows up as a one-line diff, to be
+  read against the rules above and the packs, and the row is then updated with its reason. A row is
+  not a claim that the verdict is right: `fork_repository` is ``none`` because `organization` is no
+  destination-shaped name and `fork` no sending verb, and the github pack leaves it ungated by
+  design (the fork lands in an account the user belongs to).
 """
 
 from __future__ import annotations
@@ -441,8 +450,9 @@ EXPECTED: dict[str, str] = {
     "slack/slack_get_user_profile": "none",
 }
 
-# Classifications issue 12 changed, with why (the false-positive price: both agree with their packs).
-CHANGED_BY_ISSUE_12 = {
+# Rows that were reviewed when the sinks-by-meaning rules changed them, with why (the false-positive
+# price: both agree with their packs).
+REVIEWED_CHANGES = {
     # was "none": a mutating tool's oddly named parameter declared `format: uri`, named as a source
     # of data, is fetched by the server (the everything pack says the same).
     "everything/gzip-file-as-resource": "fetch: data",
@@ -484,11 +494,22 @@ def test_no_tool_whose_name_reads_becomes_a_send() -> None:
             assert not EXPECTED[key].startswith("send"), key
 
 
-def test_the_changes_of_issue_12_are_in_the_table() -> None:
-    for key, now in CHANGED_BY_ISSUE_12.items():
+def test_the_reviewed_changes_are_in_the_table() -> None:
+    for key, now in REVIEWED_CHANGES.items():
         assert EXPECTED[key] == now
-    gated = [k for k, v in EXPECTED.items() if v != "none"]
-    assert len(gated) == 45
+
+
+# Written out here, from the first row of docs/policy.md's table "What the tool does".
+REMOVING_VERBS = frozenset(["delete", "remove", "revoke", "unsubscribe", "cancel"])
+
+
+def test_no_tool_whose_first_verb_removes_is_gated() -> None:
+    """Taking a webhook, a remote or an access away sends nothing (docs/policy.md)."""
+    removing = [k for k, t in TOOLS.items() if (w := words(t["name"])) and w[0] in REMOVING_VERBS]
+    assert removing  # the fixture has such tools, or this checks nothing
+    for key in removing:
+        tool = TOOLS[key]
+        assert shown(tool["name"], tool.get("inputSchema"), tool.get("description")) == "none", key
 
 
 # ---- hostile tool shapes ------------------------------------------------------------------------
@@ -518,7 +539,7 @@ HOOK_CONFIG = {"type": "object", "properties": {"url": STRING, "content_type": S
 # attack: what a hijacked agent does with a destination it copied out of tool output.
 # fmt: off
 HOSTILE = [
-    # The eight from issue 12.
+    # The first eight: standing channels and probes.
     pytest.param("create_webhook", schema(url="string", events="array"), None,
                  ("url",), True, id="webhook-registered-to-attacker-url"),
     pytest.param("subscribe", schema(topic="string", callback_url="string"), None,

@@ -87,8 +87,12 @@ def test_resource_read_through_a_template_to_a_planted_host_is_denied() -> None:
     assert v.reason.startswith("resource read resources/read:")
 
 
-def test_resource_read_without_a_uri_is_refused() -> None:
-    v = _message(_engine(PLANTED_PAGE), "resource", "resources/read", {})
+@pytest.mark.parametrize(
+    "params", [{}, {"uri": ""}, {"uri": " \t"}, {"uri": None}, {"uri": 7}, {"uri": ["x"]}]
+)
+def test_resource_read_without_a_uri_is_refused(params: dict[str, Any]) -> None:
+    """Nothing to check is not nothing to fear: the server picks what an empty URI reads."""
+    v = _message(_engine(PLANTED_PAGE), "resource", "resources/read", params)
     assert (v.verdict, v.rule) == ("deny", "message.invalid_params")
 
 

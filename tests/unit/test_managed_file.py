@@ -64,11 +64,21 @@ def test_foreign_owned_managed_file_is_refused(tmp_path: Path) -> None:
         read_managed(ManagedSource(f, ME + 1))
 
 
-def test_production_owner_is_root_and_a_user_owned_file_is_refused(tmp_path: Path) -> None:
+# An owner that is not root on any machine: the file is given to it when the test runs as root.
+NOT_ROOT_UID = 65534  # nobody
+
+
+def test_production_owner_is_root_and_a_file_anyone_else_owns_is_refused(tmp_path: Path) -> None:
+    """The system file must be root's: one a user owns could be rewritten by that user (or a fooled
+    agent running as them). Runs on every machine: as root the file is given to `nobody`, as anyone
+    else it is already theirs."""
+    f = _managed(tmp_path)
     if ME == ROOT_UID:
-        pytest.skip("running as root: a root-owned file is what production accepts")
-    with pytest.raises(PolicyError, match="not root"):
-        read_managed(ManagedSource(_managed(tmp_path)))
+        os.chown(f, NOT_ROOT_UID, NOT_ROOT_UID)
+    owner = f.stat().st_uid
+    assert owner != ROOT_UID
+    with pytest.raises(PolicyError, match=f"owned by uid {owner}, not root"):
+        read_managed(ManagedSource(f))
 
 
 def test_managed_file_in_a_group_writable_directory_is_refused(tmp_path: Path) -> None:

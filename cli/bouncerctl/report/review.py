@@ -41,13 +41,13 @@ TERMS = (
     ("allow / ask / deny", "the verdict on one call: it ran; a person was asked first; it was refused"),
     (
         "pin",
-        "the SHA-256 of a tool's name, description and input schema, taken the first time the server "
-        "listed it or when a person accepted it (bouncerctl pins accept)",
+        "the SHA-256 of every part of a tool (description, schemas, annotations, ...), taken the first "
+        "time the server listed it or when a person accepted it (bouncerctl pins accept)",
     ),
     ("pinned", "the server lists the tool exactly as pinned: calls are judged by the rules below"),
     (
         "changed",
-        "the server listed a different description or schema than the pin: every call is refused until a "
+        "the server listed the tool with a part that differs from the pin: every call is refused until a "
         "person reviews it (bouncerctl pins show) and accepts it",
     ),
     ("new", "listed after the first use and never accepted: every call is refused"),
@@ -208,8 +208,8 @@ class _Tool:
 def _pin_findings(t: _Tool) -> list[Finding]:
     if t.state == "changed":
         detail = (
-            "its description or schema differs from the pinned one; calls are refused until a person "
-            f"reviews it (bouncerctl pins show {t.server})"
+            "a part of it (description, schema, annotations, ...) differs from the pinned one; calls are "
+            f"refused until a person reviews it (bouncerctl pins show {t.server})"
         )
         return [Finding("high", "tool changed since it was pinned", t.subject, detail, t.evidence)]
     if t.state == "new":
