@@ -217,7 +217,7 @@ MUTANTS: tuple[Mutant, ...] = (
         'if c.state in ("tainted", "tainted_identity"):',
         'if c.state in ("tainted",):',
         "a destination seen only as a sender is not asked about",
-        follows="for c in results:",
+        follows="provenance=c.provenance,",
     ),
     Mutant(
         "sink.tainted_ask",
@@ -225,6 +225,20 @@ MUTANTS: tuple[Mutant, ...] = (
         'rule = "sink.tainted_identity" if c.state == "tainted_identity" else "sink.tainted_ask"',
         'rule = "sink.tainted_identity"',
         "under on_tainted: ask, a planted destination is asked as a sender's identity",
+    ),
+    Mutant(
+        "sink.tainted_named_source",
+        f"{CORE}/sinkgate.py",
+        'if c.state == "tainted_named" and c.provenance is not None:',
+        "if False:",
+        "a destination from a source the prompt named is not asked about",
+    ),
+    Mutant(
+        "sink.no_new_destination",
+        f"{CORE}/sinkgate.py",
+        'why = "changes an existing object" if edits_in_place(tool) else _creates_what_you_asked(tool, trust)',
+        "why = None",
+        "an update that names no destination is asked",
     ),
     Mutant(
         "sink.ambiguous_reading",
@@ -270,6 +284,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "if False:",
         "a new path on a host planted in untrusted output is fetched",
         follows="hit = host_hit(d.value)",
+    ),
+    Mutant(
+        "fetch.named_source",
+        f"{CORE}/sinkgate.py",
+        "if hit.identity_only and hit.provenance is not None and hit.provenance.named is not None:",
+        "if False:",
+        "a new path on a host a named page mentions is denied, not asked",
     ),
     Mutant(
         "fetch.evicted",
