@@ -47,7 +47,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from itertools import islice
+from itertools import islice, pairwise
 from typing import Any, NamedTuple
 
 import yaml
@@ -56,6 +56,14 @@ from bouncerd.core import canon, fold, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 
 MIN_DESTINATION_CHARS = tokens.MIN_KEY_CHARS  # shorter destinations are never tainted
+# The key of an e-mail address's domain as a host: `@evil.example`. No other key starts with "@" (a
+# handle is keyed without its sigil), so a send to another mailbox at the domain never probes it.
+DOMAIN_PREFIX = "@"
+# An address cut between two text blocks, or between two consecutive outputs of one server, is read
+# from this many characters on each side of the cut (an e-mail address has at most 254).
+SEAM_CHARS = 256
+MAX_SEAM_SCOPES = 4096  # scopes whose last tail is kept (least recently used out): about 2 MB
+MAX_PARENT_LABELS = 12  # labels of a host read for planted parent domains (a DNS name has at most 127)
 # About 165 bytes a key (the key string, its dict slot, a share of a provenance), so ~330 MB at the
 # bound, reached after roughly 600 MB of mail-like output in one scope. Past it the oldest are evicted.
 MAX_KEYS = 2_000_000
@@ -163,7 +171,7 @@ class _Collector:
         self.mirror: Any = None  # structuredContent, which text items often repeat as JSON
 
     def records(self) -> list[TokenRecord]:
-        found: dict[str, tuple[str, ...]] = {}  # text -> its keys (outputs repeat their values)
+        found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # text -> keys, domain keys
         provs: dict[tuple[str | None, bool], Provenance] = {}
         keys: dict[str, Provenance] = {}
         get = keys.get
@@ -171,12 +179,15 @@ class _Collector:
         for text, field, identity in self.sightings:
             if len(text) < MIN_DESTINATION_CHARS:
                 continue
-            got = found.get(text)
-            if got is None:
+            both = found.get(text)
+            if both is None:
                 got = key_tuple(text)
                 if "://" in text:
                     got = (*got, *tokens.exact_url_keys(text))
-                found[text] = got
+                both = found[text] = (got, domain_keys(got))
+            got = both[0]
+            if both[1] and not identity:
+                got = (*got, *both[1])  # a planted address's domain is a planted host
             if identity:
                 if len(text) > MAX_IDENTITY_VALUE_CHARS:
                     identity = False
@@ -197,6 +208,28 @@ class _Collector:
                 if old is None or (old.identity and not identity):
                     keys[key] = prov
         return list(map(_as_record, keys.items()))
+
+
+def domain_keys(keys: Iterable[str]) -> tuple[str, ...]:
+    """The domain key (`DOMAIN_PREFIX` + host) of every e-mail address among `keys`. Recorded for free
+    text only: an address planted in a body makes its domain a planted host (fetching it, a webhook on
+    it, resolving it or a subdomain of it), while a sender's domain (an identity field) is not one,
+    and a send to another mailbox at the domain is not judged by it (`lookup` probes domain keys only
+    for hosts)."""
+    out: list[str] = []
+    for key in keys:
+        at = key.find("@")
+        if (
+            at > 0
+            and len(key) - at - 1 >= MIN_DESTINATION_CHARS  # the domain, as long as a host key must be
+            and "/" not in key
+            and key[0] != tokens.EXACT_PREFIX
+            and key.find("@", at + 1) < 0
+        ):
+            domain = DOMAIN_PREFIX + key[at + 1 :]
+            if domain not in out:
+                out.append(domain)
+    return tuple(out)
 
 
 # `TokenRecord(k, p)` runs the generated Python `__new__`; building the tuple subclass directly is C.
@@ -340,6 +373,23 @@ def _blob_text(blob: Any) -> str | None:
     return fold.decode_base64_text(blob)
 
 
+def _text_items(content: list[Any]) -> list[str]:
+    return [
+        item["text"]
+        for item in content
+        if type(item) is dict and item.get("type") == "text" and type(item.get("text")) is str
+    ]
+
+
+def _block_seams(content: list[Any], collector: _Collector) -> None:
+    """The seam between each two consecutive text blocks of one output, joined as a client shows them:
+    an address cut at the boundary (`eve@evil.exa` | `mple`) is read whole. Each seam is at most
+    `SEAM_CHARS` on either side and at most the two blocks, so seams add at most twice the text."""
+    texts = _text_items(content)
+    for left, right in pairwise(texts):
+        collector.sight((left[-SEAM_CHARS:] + right[:SEAM_CHARS], None, False))
+
+
 def _walk_message(payload: Any, collector: _Collector) -> None:
     stack: list[Any] = [payload]
     while stack:
@@ -356,6 +406,8 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
                 name = k if type(k) is str else str(k)
                 if len(name) >= MIN_DESTINATION_CHARS:
                     collector.sight((name, None, False))
+                if k == "content" and type(v) is list and len(v) > 1:
+                    _block_seams(v, collector)
                 if k == "structuredContent":
                     _walk_structured(v, collector)
                 elif k == "text" and isinstance(v, str) and (kind == "text" or "uri" in node):
@@ -377,6 +429,77 @@ def extract(payload: Any, source: Source) -> list[TokenRecord]:
     collector = _Collector(source)
     _walk_message(payload, collector)
     return collector.records()
+
+
+def output_edges(payload: Any) -> tuple[str, str]:
+    """The first and last `SEAM_CHARS` characters of the text an output shows (its text blocks joined),
+    from a parsed message or its raw line. A raw line is not parsed whole: the first and the last text
+    string in it are decoded on their own (a JSON string decodes at C speed)."""
+    if isinstance(payload, bytes | str):
+        raw = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
+        m = _TEXT_VALUE.search(raw)
+        if m is None:
+            return "", ""
+        first, last = _raw_text_at(raw, m.end()), ""
+        i = len(raw)
+        for _ in range(MAX_RAW_TEXT_PROBES):  # `"type": "text"` names the kind, not the text
+            i = raw.rfind('"text"', 0, i)
+            if i <= m.start():
+                last = first
+                break
+            end = _TEXT_VALUE.match(raw, i)
+            if end is not None:
+                last = _raw_text_at(raw, end.end())
+                break
+        return first[:SEAM_CHARS], last[-SEAM_CHARS:]
+    result = payload.get("result", payload) if isinstance(payload, dict) else None
+    content = result.get("content") if isinstance(result, dict) else None
+    texts = _text_items(content) if type(content) is list else []
+    if not texts:
+        return "", ""
+    return texts[0][:SEAM_CHARS], texts[-1][-SEAM_CHARS:]
+
+
+_TEXT_VALUE = re.compile(r'"text"\s*:\s*(?=")')
+_DECODER = json.JSONDecoder()
+MAX_RAW_TEXT_PROBES = 8
+
+
+def _raw_text_at(raw: str, i: int) -> str:
+    """The JSON string that starts at `i` of a raw line, or "" if there is none."""
+    try:
+        value, _ = _DECODER.raw_decode(raw, i)
+    except ValueError:
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+class Seams:
+    """The tail of the last output of each scope (a session and server), so an address cut between two
+    consecutive outputs of one server is still read (`records`). Pure: the daemon keeps one and calls
+    `records` for each output in indexing order. Bound: `SEAM_CHARS` on each side of each cut, the
+    tails of `MAX_SEAM_SCOPES` scopes."""
+
+    def __init__(self, max_scopes: int = MAX_SEAM_SCOPES) -> None:
+        self.max_scopes = max_scopes
+        self._tails: dict[tuple[str, str], str] = {}
+
+    def records(self, scope: tuple[str, str], payload: Any, source: Source) -> list[TokenRecord]:
+        """The keys read across the cut between the scope's previous output and this one (free text,
+        with this output's provenance), and this output's tail kept for the next."""
+        head, tail = output_edges(payload)
+        previous = self._tails.pop(scope, "")
+        if tail:
+            self._tails[scope] = tail
+            if len(self._tails) > self.max_scopes:
+                del self._tails[next(iter(self._tails))]
+        elif previous:
+            self._tails[scope] = previous  # an output without text does not cut anything
+        if not previous or not head:
+            return []
+        collector = _Collector(source)
+        collector.sight((previous + head, None, False))
+        return collector.records()
 
 
 def encode_records(records: Iterable[TokenRecord]) -> dict[str, Any]:
@@ -406,6 +529,22 @@ def destination_tokens(value: str) -> list[str]:
     if c.kind != "text":
         return [value]
     return [p for p in c.probes if len(p) >= MIN_DESTINATION_CHARS]
+
+
+def host_probes(hosts: Iterable[str], *, parents: bool) -> list[str]:
+    """The extra keys a host is looked up under: the domain key of each host and, with `parents`, each
+    parent domain of two labels or more (`a.b.evil.example`: `b.evil.example`, `evil.example`) as a host
+    and as a domain key. IP literals have no parents."""
+    out: list[str] = []
+    for host in hosts:
+        out.append(DOMAIN_PREFIX + host)
+        if not parents or host.startswith("[") or host[-1:].isdigit():
+            continue
+        labels = host.split(".")[-MAX_PARENT_LABELS:]
+        for i in range(1, len(labels) - 1):
+            parent = ".".join(labels[i:])
+            out += (parent, DOMAIN_PREFIX + parent)
+    return out
 
 
 # ---- the index -------------------------------------------------------------------------------------
@@ -574,12 +713,21 @@ class TaintIndex:
         return None
 
     def key_hit(self, key: str) -> Hit | None:
-        """Whether one index key (already folded, e.g. from `sinkgate.carried_keys`) appeared."""
-        return self._probe((key,))
+        """Whether one index key (already folded, e.g. from `sinkgate.carried_keys`) appeared; a host
+        also as the domain of a planted address."""
+        if "@" in key or "/" in key or key[:1] == tokens.EXACT_PREFIX:
+            return self._probe((key,))
+        return self._probe((key, DOMAIN_PREFIX + key))
 
     def lookup(self, destination: str) -> Hit | None:
-        """Whether one destination value appeared in untrusted output (see `canon.canonicalize`)."""
-        return self._probe(canon.canonicalize(destination).probes)
+        """Whether one destination value appeared in untrusted output (see `canon.canonicalize`). A host
+        (of a URL or a host destination) is also looked up as the domain of a planted address, and so
+        are its parent domains, as hosts and as such domains: `<data>.evil.example` is a host under a
+        planted one."""
+        c = canon.canonicalize(destination)
+        if not c.hosts:
+            return self._probe(c.probes)
+        return self._probe((*c.probes, *host_probes(c.hosts, parents=True)))
 
     def seen_exactly(self, destination: str) -> bool:
         """The destination as a whole appeared: a host or an address as its key, a URL byte for byte
@@ -598,4 +746,6 @@ class TaintIndex:
         """Whether the host of a URL destination appeared (any destination that is not a URL or a
         host is looked up whole)."""
         c = canon.canonicalize(destination)
-        return self._probe(c.hosts or c.probes)
+        if not c.hosts:
+            return self._probe(c.probes)
+        return self._probe((*c.hosts, *host_probes(c.hosts, parents=False)))

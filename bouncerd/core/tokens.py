@@ -505,8 +505,10 @@ URL = re.compile(
     r"(?:([a-z][a-z0-9+.-]{0,15}):)?//(?:[^/?#\s]*@)?(\[[0-9a-f:.]+\]|[\w.-]*)(?::(\d{0,5}))?"
     r"([^?#\s]*)(?:\?([^#\s]*))?(?:#(\S*))?"
 )
+# A host starts a chunk, or follows a word and a colon with no space (`website:evil.example`, and
+# `https:evil.example` or `https:/evil.example`, which WHATWG reads as `https://evil.example`).
 HOSTPATH = re.compile(
-    r"(?<![\w@.:/-])([\w-]++(?:\.[\w-]++)++)(?::(\d{1,5}))?(?![\w@-])(/[^?#\s]*)?(?:\?([^#\s]*))?(?:#(\S*))?"
+    r"(?:(?<![\w@.:/-])|(?<=[^\W_]:)|(?<=[^\W_]:/))([\w-]++(?:\.[\w-]++)++)(?::(\d{1,5}))?(?![\w@-])(/[^?#\s]*)?(?:\?([^#\s]*))?(?:#(\S*))?"
 )
 # A sigil at the chunk's start or after a character that cannot end a local part, a path, an entity or
 # another sigil ("sym@@glibcxx_3.4" is a symbol version, "&#64;" an entity).
@@ -521,11 +523,23 @@ _UNC = re.compile(
 )
 
 
+# Markdown emphasis and strike-through marks a renderer removes from a token: a run at either end
+# (`_eve@evil.example_`, `__x__`), beside an `@` or `.` (`eve@**evil**.example`, `eve@_evil_.example`),
+# or `*`/`~` inside a word (`ev**il**`). `_` inside a word is not emphasis (CommonMark): `eve_x` stays.
+_EMPHASIS = re.compile(
+    r"^[_*~]+|[_*~]+$|(?<=[\w-])[_*~]+(?=[.@])|(?<=[.@])[_*~]+(?=[\w-])|(?<=[^\W_])[*~]+(?=[^\W_])"
+)
+
+
 def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
     raw = text[a:b]
     chunk = raw.strip(_EDGE)
     if not chunk:
         return
+    if ("_" in chunk or "*" in chunk or "~" in chunk) and _EMPHASIS.search(chunk) is not None:
+        shown = _EMPHASIS.sub("", chunk)  # as a markdown renderer shows it; as written is read below
+        if shown:
+            _chunk_keys(shown, shown.encode("ascii", "replace").translate(_MASK), 0, len(shown), out)
     sigil = False
     if "@" in chunk:
         sigil = True
@@ -595,6 +609,102 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
         for m in _HANDLE.finditer(chunk):
             if m.group(0)[0] == "@" or not _HEX_COLOR.fullmatch(m.group(0)):  # "#c0c0c0" is a colour
                 out.add(m.group(1))
+
+
+# What a reader does not see inside a token, between two chunks: a line break or tab where a client
+# wrapped the line (`evil.exam\nple`, `eve@\nevil.example`, `evil\n.example`), code marks
+# (eve@`evil`.example), an inline HTML tag or comment (`eve@evil<b></b>.example`,
+# `<span>eve</span>@evil.example`). At most `MAX_JOINS` gaps are joined on each side of a chunk.
+_INLINE_TAGS = (
+    "a|abbr|b|bdi|bdo|big|cite|code|data|del|dfn|em|font|i|ins|kbd|mark|q|s|samp|small|span|strike|"
+    "strong|sub|sup|time|tt|u|var|wbr"
+)
+_MARKUP_GAP = rf"`+|<!--[^<>]{{0,200}}?-->|</?(?:{_INLINE_TAGS})\b[^<>]{{0,200}}>"
+_BREAK_GAP = r"[ ]{0,4}(?:\r?\n|\t)[ \t]{0,4}"
+_GAP = re.compile(rf"(?:{_MARKUP_GAP}|{_BREAK_GAP})+")
+_MARKUP_PIECE = re.compile(_MARKUP_GAP)
+_GAP_AFTER: Final = "`<\r\n\t"
+_GAP_BEFORE: Final = "`>\r\n\t"
+_BREAKS: Final = ("\r", "\n", "\t", " ")
+MAX_JOINS = 4  # an address cut into five pieces is still read; a sixth piece is not
+MAX_GAP_CHARS = 256
+
+
+def _wrap_joins(left: str, right: str, rest_of_line: bool) -> bool:
+    """Whether a line break between `left` and `right` (chunks) cuts one token a client wrapped: the left
+    one ends in a separator or holds an address, the right one begins with a separator or is the rest of
+    its line (prose goes on after a break; a wrapped host does not)."""
+    return left[-1:] in (".", "@", "-", "/") or "@" in left or right[:1] in (".", "@") or rest_of_line
+
+
+def _gap_start(text: str, i: int) -> int:
+    """Where the gap (`_GAP`) that ends at `i` starts (`i` if there is none), read backwards piece by
+    piece: whitespace with at most one line break, backticks, inline tags and comments."""
+    start = i
+    lo = max(0, i - MAX_GAP_CHARS)
+    while i > lo:
+        c = text[i - 1]
+        if c in " \t\r\n":
+            h = i - 1
+            while h > lo and text[h - 1] in " \t\r\n":
+                h -= 1
+            if text.count("\n", h, i) > 1 or not ("\n" in text[h:i] or "\t" in text[h:i]):
+                return start
+            i = start = h
+        elif c == "`":
+            while i > lo and text[i - 1] == "`":
+                i -= 1
+            start = i
+        elif c == ">":
+            h = text.rfind("<", lo, i)
+            if h < 0 or _MARKUP_PIECE.fullmatch(text, h, i) is None:
+                return start
+            i = start = h
+        else:
+            return start
+    return start
+
+
+def _joined_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
+    """The keys of the anchor chunk `text[a:b]` joined with the chunks that a gap a reader does not see
+    (`_GAP`) separates from it."""
+    n = len(text)
+    left, right = "", ""
+    j, joins = b, 0
+    while joins < MAX_JOINS and j < n and text[j] in _GAP_AFTER:
+        m = _GAP.match(text, j, j + MAX_GAP_CHARS)
+        if m is None:
+            break
+        k = m.end()
+        if k >= n or mask[k] == 32:
+            break
+        e = mask.find(b" ", k)
+        if e < 0:
+            e = n
+        gap = m.group(0)
+        rest_of_line = e == n or text[e] in "\r\n"
+        if (  # a line break alone, not markup, that does not cut a token
+            not gap.strip(" \r\n\t")
+            and "\t" not in gap
+            and (gap.count("\n") > 1 or not _wrap_joins(text[a:j], text[k:e], rest_of_line))
+        ):
+            break
+        right += text[k:e]
+        j, joins = e, joins + 1
+    i = a
+    while joins < MAX_JOINS and i > 0 and text[i - 1] in _GAP_BEFORE:
+        g = _gap_start(text, i)
+        if g <= 0 or g == i or mask[g - 1] == 32:
+            break
+        gap = text[g:i]
+        if not gap.strip(" \r\n\t") and "\t" not in gap and (gap.count("\n") > 1 or text[i] not in ".@"):
+            break
+        h = mask.rfind(b" ", 0, g) + 1
+        left = text[h:g] + left
+        i, joins = h, joins + 1
+    if left or right:
+        joined = left + text[a:b] + right
+        _chunk_keys(joined, joined.encode("ascii", "replace").translate(_MASK), 0, len(joined), out)
 
 
 def _chunk_bounds(mask: bytes, p: int) -> tuple[int, int]:
@@ -767,6 +877,10 @@ def keys_in(text: str, out: set[str]) -> None:
                 if b < 0:
                     b = n
         covered = b
+        if (b < n and (text[b] in _GAP_AFTER or (text[b] == " " and text[b + 1 : b + 2] in _BREAKS))) or (
+            a > 0 and text[a - 1] in _GAP_BEFORE
+        ):
+            _joined_keys(text, mask, a, b, out)
         if slash < b:
             while slash < a:  # a "/" in a chunk that no anchor reached
                 slash = _slash_chunk_keys(text, mask, slash, out)
