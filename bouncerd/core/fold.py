@@ -213,7 +213,8 @@ _JS_OTHER = re.compile(
 # CSS escapes of printable ASCII (`\40 `, `\2e`, `\000040`): hex, one space after them swallowed. A
 # reading of its own: `\100` is `@` in C and `Ā` in CSS. Other code points are not read (`\d` in a
 # Windows path is not a control character).
-_CSS_ESCAPE = re.compile(r"\\0{0,4}([2-7][0-9A-Fa-f])(?![0-9A-Fa-f]) ?")  # printable ASCII only
+# (six hex digits end an escape whatever follows; fewer end at a character that is not a hex digit)
+_CSS_ESCAPE = re.compile(r"\\(?:0000([2-7][0-9A-Fa-f])|0{0,3}([2-7][0-9A-Fa-f])(?![0-9A-Fa-f])) ?")
 _MIME_WORD = re.compile(r"=\?([^?\s]{1,40})\?([bBqQ])\?([^?\s]*)\?=")
 _MIME_GAP = re.compile(r"(?<=\?=)\s+(?==\?)")
 # Quoted-printable writes upper-case hex (RFC 2045); requiring it keeps URL queries such as "?ref=de"
@@ -407,8 +408,7 @@ def _short_padded_run(text: str, mask: bytes, p: int, runs: list[str]) -> int:
 
 
 def _css_char(m: re.Match[str]) -> str:
-    cp = int(m.group(1), 16)
-    return chr(cp) if 0 < cp < 0x110000 else "\ufffd"
+    return chr(int(m.group(1) or m.group(2), 16))
 
 
 def decode_css(text: str) -> str:
@@ -543,20 +543,22 @@ def smuggled(raw: str) -> str | None:
 # Written without spaces, or glued to a word of such a run, an address ends where the Latin letters
 # end for a reader (`发送到eve@evil.example。`, `пишитеeve@evil.example`). Latin letters (Latin-1 to
 # Latin Extended-B, IPA, phonetic extensions, Latin Extended Additional, C, D and E) are not such a
-# run: they are what `CONFUSABLES` folds. A run beside a digit is kept (`电话13800138000` is not read
-# as a phone number on its own: no new key for a number inside a sentence).
+# run: they are what `CONFUSABLES` folds.
 _OTHER_SCRIPT_RUN = re.compile(
-    r"(?<![0-9])[^\W\d_\u0000-\u02af\u1d00-\u1dbf\u1e00-\u1eff\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f]++"
-    r"(?![0-9])"
+    r"[^\W\d_\u0000-\u02af\u1d00-\u1dbf\u1e00-\u1eff\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f]+"
 )
+# What such a run becomes: a character that ends a host or an address but is not a delimiter, so digit
+# groups around a word do not join into a phone number (`09.05.2026 в 15:00`), and a number glued to a
+# word is not read as one on its own (`电话13800138000`).
+WORD_BOUNDARY = "\u00a6"
 
 
 def reader(raw: str) -> str | None:
     """A non-ASCII string as a reader of its Latin parts sees it: compatibility forms folded (NFKD),
     punctuation read as `.` `:` `/` `-` beside Latin letters mapped (`READER_PUNCTUATION`), and every
-    run of letters of another script replaced by a space; None if that changes nothing."""
+    run of letters of another script replaced by `WORD_BOUNDARY`; None if that changes nothing."""
     text = unicodedata.normalize("NFKD", raw)
-    out = _OTHER_SCRIPT_RUN.sub(" ", text.translate(READER_PUNCTUATION))
+    out = _OTHER_SCRIPT_RUN.sub(WORD_BOUNDARY, text.translate(READER_PUNCTUATION))
     if out == text or not ("@" in out or "." in out or ":" in out or "/" in out):
         return None  # only a token with one of these can be a key a glued word hid
     return out

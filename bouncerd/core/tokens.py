@@ -612,7 +612,7 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
 
 
 # What a reader does not see inside a token, between two chunks: a line break or tab where a client
-# wrapped the line (`evil.exam\nple`, `eve@\nevil.example`, `evil\n.example`), code marks
+# wrapped the line (`evil.exam\nple`, `eve@\nevil.example`, `evil\n.example`; not a blank line), code marks
 # (eve@`evil`.example), an inline HTML tag or comment (`eve@evil<b></b>.example`,
 # `<span>eve</span>@evil.example`). At most `MAX_JOINS` gaps are joined on each side of a chunk.
 _INLINE_TAGS = (
@@ -628,13 +628,7 @@ _GAP_BEFORE: Final = "`>\r\n\t"
 _BREAKS: Final = ("\r", "\n", "\t", " ")
 MAX_JOINS = 4  # an address cut into five pieces is still read; a sixth piece is not
 MAX_GAP_CHARS = 256
-
-
-def _wrap_joins(left: str, right: str, rest_of_line: bool) -> bool:
-    """Whether a line break between `left` and `right` (chunks) cuts one token a client wrapped: the left
-    one ends in a separator or holds an address, the right one begins with a separator or is the rest of
-    its line (prose goes on after a break; a wrapped host does not)."""
-    return left[-1:] in (".", "@", "-", "/") or "@" in left or right[:1] in (".", "@") or rest_of_line
+_NUMBER = re.compile(r"[\d.,:+-]+")
 
 
 def _gap_start(text: str, i: int) -> int:
@@ -669,9 +663,10 @@ def _joined_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
     """The keys of the anchor chunk `text[a:b]` joined with the chunks that a gap a reader does not see
     (`_GAP`) separates from it."""
     n = len(text)
-    left, right = "", ""
+    lefts, rights = [""], [""]  # the chunks joined on each side, nearest first
+    number = _NUMBER.fullmatch(text, a, b) is not None  # "Total: 12.50\nDate:" is not one token
     j, joins = b, 0
-    while joins < MAX_JOINS and j < n and text[j] in _GAP_AFTER:
+    while joins < MAX_JOINS and j < n and (text[j] in _GAP_AFTER or text[j] == " "):
         m = _GAP.match(text, j, j + MAX_GAP_CHARS)
         if m is None:
             break
@@ -682,14 +677,9 @@ def _joined_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
         if e < 0:
             e = n
         gap = m.group(0)
-        rest_of_line = e == n or text[e] in "\r\n"
-        if (  # a line break alone, not markup, that does not cut a token
-            not gap.strip(" \r\n\t")
-            and "\t" not in gap
-            and (gap.count("\n") > 1 or not _wrap_joins(text[a:j], text[k:e], rest_of_line))
-        ):
-            break
-        right += text[k:e]
+        if not gap.strip(" \r\n\t") and (gap.count("\n") > 1 or number):
+            break  # a blank line ends a paragraph: no client wraps a token across one; nor a number
+        rights.append(rights[-1] + text[k:e])
         j, joins = e, joins + 1
     i = a
     while joins < MAX_JOINS and i > 0 and text[i - 1] in _GAP_BEFORE:
@@ -697,14 +687,16 @@ def _joined_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
         if g <= 0 or g == i or mask[g - 1] == 32:
             break
         gap = text[g:i]
-        if not gap.strip(" \r\n\t") and "\t" not in gap and (gap.count("\n") > 1 or text[i] not in ".@"):
-            break
+        if not gap.strip(" \r\n\t") and "\t" not in gap and text[i] not in ".@":
+            break  # prose before a wrapped line: joined only to a chunk that starts with "." or "@"
         h = mask.rfind(b" ", 0, g) + 1
-        left = text[h:g] + left
+        lefts.append(text[h:g] + lefts[-1])
         i, joins = h, joins + 1
-    if left or right:
-        joined = left + text[a:b] + right
-        _chunk_keys(joined, joined.encode("ascii", "replace").translate(_MASK), 0, len(joined), out)
+    for left in lefts:  # every join: the token may end at any of the gaps (`evil.exa\nmple\nThanks`)
+        for right in rights:
+            if left or right:
+                joined = left + text[a:b] + right
+                _chunk_keys(joined, joined.encode("ascii", "replace").translate(_MASK), 0, len(joined), out)
 
 
 def _chunk_bounds(mask: bytes, p: int) -> tuple[int, int]:
@@ -947,7 +939,9 @@ def _short_keys(text: str) -> tuple[str, ...]:
             if fold.contains(folded, "xn--", 0) or "hxxp" in folded or fold.has_base64_run(folded):
                 return _general_keys(text)
             key = email_key(m.group(1), m.group(2))
-            return (key,) if key is not None and len(key) >= MIN_KEY_CHARS else ()
+            if key is not None:
+                return (key,) if len(key) >= MIN_KEY_CHARS else ()
+            # not an address as written (`_eve@evil.example_`): the tokenizer reads its renderings
     if _has_reading_trigger(folded):
         return _general_keys(text)
     if not _TOKEN_CHARS.search(folded):
