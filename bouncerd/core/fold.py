@@ -24,6 +24,11 @@ to recognise it. So every untrusted string is read the way the model could read 
 3. *Assembled spellings* (`attacker[@]evil[.]com`, `evil dot com`, `(at)`, `{dot}`, `hxxp://`,
    `[:]//`) are rewritten in windows around their markers, and the windows are read as one more view.
    `attacker at evil.com` (a spelled-out "at" before an ordinary host) is recognised by the tokenizer.
+4. *The reader's view* (`reader`) of a non-ASCII string: runs of letters of other scripts become a
+   boundary, so an address glued to Chinese or Cyrillic words is read on its own, and punctuation a
+   reader takes for `.` `:` `/` `-` beside Latin letters (`READER_PUNCTUATION`) is mapped there only.
+   Markdown and HTML inside a token, and lines a client wrapped, are read by the tokenizer
+   (`tokens._joined_keys`); markdown backslash, C octal, `\\U` and CSS escapes are decoded here.
 """
 
 from __future__ import annotations

@@ -31,10 +31,18 @@ for fetches). Memory stays fixed; a deny can turn into an ask, never into an all
 Retention: `expire_before` forgets keys first seen before a cutoff (the engine passes `now` less the
 policy's `taint_retention`); `oldest` says cheaply whether there is anything to forget.
 
-Not caught (the destination is then unproven: ask for sends): an address split across fields or
-outputs, or spelled letter by letter, reversed, ROT13, hex or base32; base64 of UTF-16 or wrapped in
-lines shorter than `fold.MIN_BASE64_RUN`; nesting deeper than `fold.MAX_DECODE_ROUNDS`; text inside
-images; a subdomain of a tainted host; look-alikes outside `fold.CONFUSABLES`. An attacker who
+An address seen in free text also records its domain as a host (`domain_keys`, `DOMAIN_PREFIX`): a
+lookup of a host probes it, and of a URL or host destination also its parent domains (`host_probes`),
+so a fetch of the domain, a webhook on it or a name lookup of `<data>.evil.example` is judged as for
+a planted host. Text blocks of one output are read joined at each seam (`_block_seams`), and `Seams`
+reads the cut between two consecutive outputs of one server (the daemon keeps one and feeds it every
+raw output in indexing order).
+
+Not caught (the destination is then unproven: ask for sends): an address split across fields, or
+across outputs more than `SEAM_CHARS` from the cut, or spelled letter by letter, reversed, ROT13, hex
+or base32; base64 of UTF-16 or wrapped in lines shorter than `fold.MIN_BASE64_RUN`; nesting deeper
+than `fold.MAX_DECODE_ROUNDS`; text inside images; look-alikes outside `fold.CONFUSABLES` and
+`fold.READER_PUNCTUATION`. An attacker who
 controls a whole text result can dress it as JSON/YAML/mail headers with identity field names and
 turn a deny into an ask (never into an allow).
 """
@@ -75,6 +83,7 @@ MAX_INTERNED = 65_536  # distinct provenances remembered for sharing; clearing o
 MAX_IDENTITY_VALUE_CHARS = 320  # a longer value in an identity field is prose, treated as free text
 MAX_YAML_CHARS = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
 MAX_FIELD_PATH_CHARS = 200  # deeper paths are cut: nesting must not cost quadratic memory
+MAX_FIELD_NAME_WORDS = 4  # "Reply To", "Sent On Behalf Of": field names; a longer one is prose
 MAX_HEADER_LINES = 64  # a mail header block longer than this is not a header block
 MAX_BLOB_CHARS = 4 * 1024 * 1024  # resource blobs larger than this are not decoded as text
 
@@ -137,7 +146,11 @@ _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 @lru_cache(maxsize=4096)
 def field_is_identity(name: str) -> bool | None:
-    """True for an identity field name, False for free text, None when the name says neither."""
+    """True for an identity field name, False for free text, None when the name says neither. A name of
+    more than `MAX_FIELD_NAME_WORDS` words is a sentence that happens to end in a colon ("please send the
+    figures to Website: …", read as YAML), not a field: free text."""
+    if name.count(" ") >= MAX_FIELD_NAME_WORDS:
+        return False
     parts: list[str] = _NAME_PARTS.findall(name)  # typed: mypyc cannot iterate reversed(list[Any])
     for part in reversed(parts):
         part = part.lower()

@@ -16,7 +16,8 @@ only where a digit appears.
 Token classes and their keys (all in folded form; keys shorter than `MIN_KEY_CHARS` are dropped):
 - **e-mail**: `local@domain`; `+tag` removed (the key of `a+tag@x.com` is `a@x.com`: the tag reaches
   the same mailbox); Gmail dots removed; the domain keyed as a host. The domain of an address is not a
-  host token of its own (`x.com` is not tainted by `ana@x.com`). Each address of a `mailto:` list
+  host token of its own here (`taint.domain_keys` records it as `@x.com`, for free text only, so a send
+  to another mailbox at `x.com` never matches it). Each address of a `mailto:` list
   (`mailto:a@x.com,b@y.com?cc=c@z.com`) is one: `,` and `;` are delimiters, and `:` or `=` before a
   local part ends the token before it.
 - **URL** (`scheme://…`, `//host/…`, or `host/path`; `smb://` and `file://` too): the host, the host
@@ -76,6 +77,13 @@ Token classes and their keys (all in folded form; keys shorter than `MIN_KEY_CHA
   `x@bob`, `/#top`, `&#64;`, `sym@@ver`): the name without its sigil, so `channel: "general"` matches
   `#general`. A `#` followed by a hex colour (`#c0c0c0`) is not a channel.
 - a spelled-out `at` before a host (`attacker at evil.com`) is read as an e-mail address.
+- as a reader sees a token: a host after a word and a colon (`website:evil.example`, `https:evil.example`,
+  `https:/evil.example`); markdown emphasis at a chunk's ends or beside `@` and `.` (`_x_`,
+  `eve@**evil**.example`: `_EMPHASIS`); and an anchor chunk joined with the chunks that a gap a reader
+  does not see separates from it (`_joined_keys`: a line break or tab where a client wrapped the line,
+  backticks, inline HTML tags and comments), each join read, at most `MAX_JOINS` on a side, never
+  across a blank line, and across a line break only after a separator, an address, or before a chunk
+  that starts with `.` or `@` on the left, and not after a number on the right.
 
 Short strings (most values of structured output: ids, dates, names, single addresses) recur across
 outputs, so their keys are kept in a bounded process-wide cache (`SHORT_CACHE_ENTRIES`); those that
@@ -687,8 +695,8 @@ def _joined_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
         if g <= 0 or g == i or mask[g - 1] == 32:
             break
         gap = text[g:i]
-        if not gap.strip(" \r\n\t") and "\t" not in gap and text[i] not in ".@":
-            break  # prose before a wrapped line: joined only to a chunk that starts with "." or "@"
+        if not gap.strip(" \r\n\t") and "\t" not in gap and text[i] not in ".@" and text[g - 1] not in ".@-/":
+            break  # prose before a line: joined only where a separator ends or starts the cut
         h = mask.rfind(b" ", 0, g) + 1
         lefts.append(text[h:g] + lefts[-1])
         i, joins = h, joins + 1
