@@ -197,7 +197,7 @@ class _Collector:
                 got = key_tuple(text)
                 if "://" in text:
                     got = (*got, *tokens.exact_url_keys(text))
-                both = found[text] = (got, domain_keys(got))
+                both = found[text] = (got, domain_keys(got) if got else ())
             got = both[0]
             if both[1] and not identity:
                 got = (*got, *both[1])  # a planted address's domain is a planted host

@@ -685,8 +685,9 @@ def _joined_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
         if e < 0:
             e = n
         gap = m.group(0)
-        if not gap.strip(" \r\n\t") and (gap.count("\n") > 1 or number):
-            break  # a blank line ends a paragraph: no client wraps a token across one; nor a number
+        if not gap.strip(" \r\n\t") and (gap.count("\n") > 1 or number or text[e - 1] == ":"):
+            break  # a blank line ends a paragraph: no client wraps a token across one; nor a number,
+            # nor before a header name ("eve@evil.example\nTo: …")
         rights.append(rights[-1] + text[k:e])
         j, joins = e, joins + 1
     i = a
