@@ -356,11 +356,9 @@ def ref_text_keys(text: str) -> set[str]:
         folded = text.lower()
         if "@" in folded and " " not in folded:
             m = tokens._EMAIL_FULL.fullmatch(folded)
-            if m is not None:
-                key = tokens.email_key(m.group(1), m.group(2))
-                if key is not None and len(key) >= tokens.MIN_KEY_CHARS:
-                    out.add(key)
-                return out
+            key = tokens.email_key(m.group(1), m.group(2)) if m is not None else None
+            if key is not None:  # (not one as written, `eve@evil.example_`: read by the tokenizer)
+                return {key} if len(key) >= tokens.MIN_KEY_CHARS else out
         ref_keys_in(folded, out)
     else:
         for view in ref_views(text):
