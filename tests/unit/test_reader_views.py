@@ -190,3 +190,18 @@ def test_an_output_without_text_does_not_cut_the_seam() -> None:
 def test_a_sentence_ending_in_a_colon_is_not_an_identity_field() -> None:
     assert taint.field_is_identity("Hi team, please send the figures to Website") is False
     assert taint.field_is_identity("Reply To") is True
+
+
+_block = st.one_of(
+    st.text(max_size=300),
+    st.builds(lambda t, n: t * n, st.text(min_size=1, max_size=8), st.integers(1, 20_000)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_block, min_size=1, max_size=4))
+def test_output_edges_of_the_raw_line_match_the_parsed_message_past_the_window(blocks: list[str]) -> None:
+    """The raw reading decodes windows of `SEAM_WINDOW_BYTES` (a cut escape closed early): the same
+    edges as the parsed message, for blocks longer than the window too."""
+    line = _line(1, *blocks)
+    assert taint.output_edges(line) == taint.output_edges(json.loads(line))
