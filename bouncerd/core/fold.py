@@ -24,6 +24,11 @@ to recognise it. So every untrusted string is read the way the model could read 
 3. *Assembled spellings* (`attacker[@]evil[.]com`, `evil dot com`, `(at)`, `{dot}`, `hxxp://`,
    `[:]//`) are rewritten in windows around their markers, and the windows are read as one more view.
    `attacker at evil.com` (a spelled-out "at" before an ordinary host) is recognised by the tokenizer.
+4. *The reader's view* (`reader`) of a non-ASCII string: runs of letters of other scripts become a
+   boundary, so an address glued to Chinese or Cyrillic words is read on its own, and punctuation a
+   reader takes for `.` `:` `/` `-` beside Latin letters (`READER_PUNCTUATION`) is mapped there only.
+   Markdown and HTML inside a token, and lines a client wrapped, are read by the tokenizer
+   (`tokens._joined_keys`); markdown backslash, C octal, `\\U` and CSS escapes are decoded here.
 """
 
 from __future__ import annotations
@@ -78,15 +83,34 @@ CONFUSABLES: dict[int, str] = {
         "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ɢ": "g", "ʜ": "h", "ᴊ": "j", "ᴋ": "k", "ᴍ": "m", "ɴ": "n",
         "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v", "ᴡ": "w", "ʏ": "y",
         "ᴢ": "z", "ɒ": "a", "ɛ": "e", "ʋ": "v",
+        # Latin letters with a stroke or bar, which NFKD leaves whole: read as the plain letter
+        "ø": "o", "Ø": "O", "đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "ħ": "h", "Ħ": "H", "ŧ": "t",
+        "Ŧ": "T", "ƀ": "b", "ɨ": "i", "ʉ": "u", "ɍ": "r", "ƶ": "z", "ȼ": "c", "ɇ": "e", "ǥ": "g",
+        "ɉ": "j", "ƚ": "l", "ɏ": "y", "ɵ": "o",
         # separators inside hosts and addresses
         "。": ".", "．": ".", "｡": ".", "∙": ".", "·": ".", "∕": "/", "⁄": "/", "∶": ":", "ː": ":",
         "꞉": ":", "‐": "-", "‑": "-", "‒": "-", "–": "-", "−": "-", "﹣": "-",
+        # line breaks that are not ASCII (a renderer breaks the line there)
+        "\x85": "\n", "\u2028": "\n", "\u2029": "\n",
+    }.items()
+}  # fmt: skip
+
+# Punctuation a reader takes for `.`, `:`, `@`, `/` or `-` next to Latin letters, but which is ordinary
+# punctuation in other scripts (`・` separates Japanese names, `۔` ends an Urdu sentence): mapped only in
+# the reader's view (`reader`), where the letters of other scripts are gone.
+READER_PUNCTUATION: dict[int, str] = {
+    ord(k): v
+    for k, v in {
+        "⋅": ".", "‧": ".", "・": ".", "⸱": ".", "⸳": ".", "ꞏ": ".", "۔": ".", "܁": ".", "܂": ".",
+        "ᐧ": ".", "•": ".", "։": ":", "׃": ":", "܃": ":", "܄": ":", "᠄": ":", "⁚": ":",
+        "˸": ":", "ꓽ": ":", "⦂": ":", "፡": ":", "᛬": ":", "⧸": "/", "╱": "/", "⟋": "/", "〳": "/",
+        "⁃": "-", "˗": "-",
     }.items()
 }  # fmt: skip
 
 # Invisible in every font: format controls (Cf: zero-width, bidi, soft hyphen, tags), combining marks
-# (Mn, Me: accents are stripped on both sides), fillers that render as nothing, ASCII control
-# characters other than whitespace. Removed before matching.
+# (Mn, Me: accents are stripped on both sides), fillers that render as nothing, ASCII and C1 control
+# characters other than whitespace and NEL. Removed before matching.
 _INVISIBLE_FIXED = "\u115f\u1160\u3164\uffa0\u2800"
 ASCII_CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f]+")
 
@@ -101,7 +125,7 @@ def _hidden() -> re.Pattern[str]:
     hidden = [
         cp for cp in candidates if unicodedata.category(chr(cp)) in kinds or chr(cp) in _INVISIBLE_FIXED
     ]
-    hidden += [*range(0, 9), *range(14, 32), 127]
+    hidden += [*range(0, 9), *range(14, 32), 127, *range(0x80, 0x85), *range(0x86, 0xA0)]  # C0, C1
     hidden.sort()
     ranges: list[tuple[int, int]] = []
     for cp in hidden:
@@ -182,9 +206,20 @@ def fold(text: str) -> str:
 _PCT = re.compile(r"%[0-9A-Fa-f]{2}|%u[0-9A-Fa-f]{4}")
 _PCT_U = re.compile(r"%u([0-9A-Fa-f]{4})")
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?")
-_JS_ESCAPE = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|u\{[0-9A-Fa-f]{1,6}\}|x[0-9A-Fa-f]{2}|/|@|\.)")
+# JSON/JS escapes, Python's `\U0001F600`, C and shell octal escapes (`\100` is `@`), and the backslash
+# escapes of markdown for the punctuation of an address (`eve\_x@evil\.example`, `evil\-corp`).
+_JS_ESCAPE = re.compile(
+    r"\\(?:u[0-9A-Fa-f]{4}|u\{[0-9A-Fa-f]{1,6}\}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[0-3][0-7]{2}|[/@._:*~+#-])"
+)
 _JS_UNITS = re.compile(r"(?:\\u[0-9A-Fa-f]{4})+")
-_JS_OTHER = re.compile(r"\\u\{([0-9A-Fa-f]{1,6})\}|\\x([0-9A-Fa-f]{2})|\\([/@.])")
+_JS_OTHER = re.compile(
+    r"\\(?:u\{([0-9A-Fa-f]{1,6})\}|U([0-9A-Fa-f]{8}))|\\x([0-9A-Fa-f]{2})|\\([/@._:*~+#-])|\\([0-3][0-7]{2})"
+)
+# CSS escapes of printable ASCII (`\40 `, `\2e`, `\000040`): hex, one space after them swallowed. A
+# reading of its own: `\100` is `@` in C and `Ā` in CSS. Other code points are not read (`\d` in a
+# Windows path is not a control character).
+# (six hex digits end an escape whatever follows; fewer end at a character that is not a hex digit)
+_CSS_ESCAPE = re.compile(r"\\(?:0000([2-7][0-9A-Fa-f])|0{0,3}([2-7][0-9A-Fa-f])(?![0-9A-Fa-f])) ?")
 _MIME_WORD = re.compile(r"=\?([^?\s]{1,40})\?([bBqQ])\?([^?\s]*)\?=")
 _MIME_GAP = re.compile(r"(?<=\?=)\s+(?==\?)")
 # Quoted-printable writes upper-case hex (RFC 2045); requiring it keeps URL queries such as "?ref=de"
@@ -212,12 +247,14 @@ def _js_unescape(text: str) -> str:
         return raw.decode("utf-16-be", "replace")  # joins surrogate pairs, replaces lone halves
 
     def other(m: re.Match[str]) -> str:
-        if m.group(1):
-            cp = int(m.group(1), 16)
+        if m.group(1) or m.group(2):
+            cp = int(m.group(1) or m.group(2), 16)
             return chr(cp) if cp < 0x110000 else "\ufffd"
-        if m.group(2):
-            return chr(int(m.group(2), 16))
-        return m.group(3)
+        if m.group(3):
+            return chr(int(m.group(3), 16))
+        if m.group(4):
+            return m.group(4)
+        return chr(int(m.group(5), 8))
 
     return _JS_OTHER.sub(other, _JS_UNITS.sub(units, text))
 
@@ -375,17 +412,32 @@ def _short_padded_run(text: str, mask: bytes, p: int, runs: list[str]) -> int:
     return end
 
 
+def _css_char(m: re.Match[str]) -> str:
+    return chr(int(m.group(1) or m.group(2), 16))
+
+
+def decode_css(text: str) -> str:
+    """CSS hex escapes (`\40 `, `\2e`) decoded, where present."""
+    if "\\" not in text:
+        return text
+    return _CSS_ESCAPE.sub(_css_char, text)
+
+
 def decoded(text: str) -> Iterator[str]:
     """The decoded readings of one cleaned string (one level: `views` iterates)."""
     inline = decode_inline(text)
     if inline != text:
         yield inline
+    if "\\" in text:
+        css = decode_css(text)
+        if css != text and css != inline:
+            yield css
     qp = decode_qp(text)
     if qp != text:
         yield qp
     parts = [d for d in map(decode_base64_text, base64_runs(text)) if d is not None]
     if parts:
-        yield "\n".join(parts)
+        yield "\n\n".join(parts)  # a blank line: the tokenizer never joins across one
 
 
 # ---- assembled spellings ---------------------------------------------------------------------------
@@ -447,7 +499,7 @@ def assembled(folded: str) -> str | None:
     for a, b in merged:
         window = _AS_HXXP.sub(r"http\1", _AS_COLON.sub(r"\1", folded[a:b]))
         out.append(_AS_DOT.sub(".", _AS_AT.sub("@", window)))
-    return "\n".join(out)
+    return "\n\n".join(out)  # a blank line: the tokenizer never joins across one
 
 
 # ---- address syntax and smuggled text -----------------------------------------------------------------
@@ -490,6 +542,33 @@ def smuggled(raw: str) -> str | None:
     return out if out != raw else None
 
 
+# ---- the reader's view of text in other scripts ------------------------------------------------------
+
+# A run of letters of a script other than Latin (CJK, kana, Hangul, Cyrillic, Greek, Arabic, Thai, ...).
+# Written without spaces, or glued to a word of such a run, an address ends where the Latin letters
+# end for a reader (`发送到eve@evil.example。`, `пишитеeve@evil.example`). Latin letters (Latin-1 to
+# Latin Extended-B, IPA, phonetic extensions, Latin Extended Additional, C, D and E) are not such a
+# run: they are what `CONFUSABLES` folds.
+_OTHER_SCRIPT_RUN = re.compile(
+    r"[^\W\d_\u0000-\u02af\u1d00-\u1dbf\u1e00-\u1eff\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f]+"
+)
+# What such a run becomes: a character that ends a host or an address but is not a delimiter, so digit
+# groups around a word do not join into a phone number (`09.05.2026 в 15:00`), and a number glued to a
+# word is not read as one on its own (`电话13800138000`).
+WORD_BOUNDARY = "\u00a6"
+
+
+def reader(raw: str) -> str | None:
+    """A non-ASCII string as a reader of its Latin parts sees it: compatibility forms folded (NFKD),
+    punctuation read as `.` `:` `/` `-` beside Latin letters mapped (`READER_PUNCTUATION`), and every
+    run of letters of another script replaced by `WORD_BOUNDARY`; None if that changes nothing."""
+    text = unicodedata.normalize("NFKD", raw)
+    out = _OTHER_SCRIPT_RUN.sub(WORD_BOUNDARY, text.translate(READER_PUNCTUATION))
+    if out == text or not ("@" in out or "." in out or ":" in out or "/" in out):
+        return None  # only a token with one of these can be a key a glued word hid
+    return out
+
+
 # ---- views -----------------------------------------------------------------------------------------
 
 
@@ -515,9 +594,9 @@ def views(text: str) -> Iterator[str]:
                 continue
             readings = decoded(cleaned)
             if not raw.isascii():
-                hidden = smuggled(raw)
-                if hidden is not None:
-                    readings = iter((hidden, *readings))
+                extra = [r for r in (smuggled(raw), reader(raw)) if r is not None]
+                if extra:
+                    readings = iter((*extra, *readings))
             for d in readings:
                 if seen is None:
                     seen = {text}

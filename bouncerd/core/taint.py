@@ -31,10 +31,18 @@ for fetches). Memory stays fixed; a deny can turn into an ask, never into an all
 Retention: `expire_before` forgets keys first seen before a cutoff (the engine passes `now` less the
 policy's `taint_retention`); `oldest` says cheaply whether there is anything to forget.
 
-Not caught (the destination is then unproven: ask for sends): an address split across fields or
-outputs, or spelled letter by letter, reversed, ROT13, hex or base32; base64 of UTF-16 or wrapped in
-lines shorter than `fold.MIN_BASE64_RUN`; nesting deeper than `fold.MAX_DECODE_ROUNDS`; text inside
-images; a subdomain of a tainted host; look-alikes outside `fold.CONFUSABLES`. An attacker who
+An address seen in free text also records its domain as a host (`domain_keys`, `DOMAIN_PREFIX`): a
+lookup of a host probes it, and of a URL or host destination also its parent domains (`host_probes`),
+so a fetch of the domain, a webhook on it or a name lookup of `<data>.evil.example` is judged as for
+a planted host. Text blocks of one output are read joined at each seam (`_block_seams`), and `Seams`
+reads the cut between two consecutive outputs of one server (the daemon keeps one and feeds it every
+raw output in indexing order).
+
+Not caught (the destination is then unproven: ask for sends): an address split across fields, or
+across outputs more than `SEAM_CHARS` from the cut, or spelled letter by letter, reversed, ROT13, hex
+or base32; base64 of UTF-16 or wrapped in lines shorter than `fold.MIN_BASE64_RUN`; nesting deeper
+than `fold.MAX_DECODE_ROUNDS`; text inside images; look-alikes outside `fold.CONFUSABLES` and
+`fold.READER_PUNCTUATION`. An attacker who
 controls a whole text result can dress it as JSON/YAML/mail headers with identity field names and
 turn a deny into an ask (never into an allow).
 """
@@ -47,7 +55,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from itertools import islice
+from itertools import islice, pairwise
 from typing import Any, NamedTuple
 
 import yaml
@@ -56,6 +64,14 @@ from bouncerd.core import canon, fold, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 
 MIN_DESTINATION_CHARS = tokens.MIN_KEY_CHARS  # shorter destinations are never tainted
+# The key of an e-mail address's domain as a host: `@evil.example`. No other key starts with "@" (a
+# handle is keyed without its sigil), so a send to another mailbox at the domain never probes it.
+DOMAIN_PREFIX = "@"
+# An address cut between two text blocks, or between two consecutive outputs of one server, is read
+# from this many characters on each side of the cut (an e-mail address has at most 254).
+SEAM_CHARS = 256
+MAX_SEAM_SCOPES = 4096  # scopes whose last tail is kept (least recently used out): about 2 MB
+MAX_PARENT_LABELS = 12  # labels of a host read for planted parent domains (a DNS name has at most 127)
 # About 165 bytes a key (the key string, its dict slot, a share of a provenance), so ~330 MB at the
 # bound, reached after roughly 600 MB of mail-like output in one scope. Past it the oldest are evicted.
 MAX_KEYS = 2_000_000
@@ -67,6 +83,7 @@ MAX_INTERNED = 65_536  # distinct provenances remembered for sharing; clearing o
 MAX_IDENTITY_VALUE_CHARS = 320  # a longer value in an identity field is prose, treated as free text
 MAX_YAML_CHARS = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
 MAX_FIELD_PATH_CHARS = 200  # deeper paths are cut: nesting must not cost quadratic memory
+MAX_FIELD_NAME_WORDS = 4  # "Reply To", "Sent On Behalf Of": field names; a longer one is prose
 MAX_HEADER_LINES = 64  # a mail header block longer than this is not a header block
 MAX_BLOB_CHARS = 4 * 1024 * 1024  # resource blobs larger than this are not decoded as text
 
@@ -129,7 +146,11 @@ _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 @lru_cache(maxsize=4096)
 def field_is_identity(name: str) -> bool | None:
-    """True for an identity field name, False for free text, None when the name says neither."""
+    """True for an identity field name, False for free text, None when the name says neither. A name of
+    more than `MAX_FIELD_NAME_WORDS` words is a sentence that happens to end in a colon ("please send the
+    figures to Website: …", read as YAML), not a field: free text."""
+    if name.count(" ") >= MAX_FIELD_NAME_WORDS:
+        return False
     parts: list[str] = _NAME_PARTS.findall(name)  # typed: mypyc cannot iterate reversed(list[Any])
     for part in reversed(parts):
         part = part.lower()
@@ -163,7 +184,7 @@ class _Collector:
         self.mirror: Any = None  # structuredContent, which text items often repeat as JSON
 
     def records(self) -> list[TokenRecord]:
-        found: dict[str, tuple[str, ...]] = {}  # text -> its keys (outputs repeat their values)
+        found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # text -> keys, domain keys
         provs: dict[tuple[str | None, bool], Provenance] = {}
         keys: dict[str, Provenance] = {}
         get = keys.get
@@ -171,12 +192,15 @@ class _Collector:
         for text, field, identity in self.sightings:
             if len(text) < MIN_DESTINATION_CHARS:
                 continue
-            got = found.get(text)
-            if got is None:
+            both = found.get(text)
+            if both is None:
                 got = key_tuple(text)
                 if "://" in text:
                     got = (*got, *tokens.exact_url_keys(text))
-                found[text] = got
+                both = found[text] = (got, domain_keys(got) if got else ())
+            got = both[0]
+            if both[1] and not identity:
+                got = (*got, *both[1])  # a planted address's domain is a planted host
             if identity:
                 if len(text) > MAX_IDENTITY_VALUE_CHARS:
                     identity = False
@@ -197,6 +221,28 @@ class _Collector:
                 if old is None or (old.identity and not identity):
                     keys[key] = prov
         return list(map(_as_record, keys.items()))
+
+
+def domain_keys(keys: Iterable[str]) -> tuple[str, ...]:
+    """The domain key (`DOMAIN_PREFIX` + host) of every e-mail address among `keys`. Recorded for free
+    text only: an address planted in a body makes its domain a planted host (fetching it, a webhook on
+    it, resolving it or a subdomain of it), while a sender's domain (an identity field) is not one,
+    and a send to another mailbox at the domain is not judged by it (`lookup` probes domain keys only
+    for hosts)."""
+    out: list[str] = []
+    for key in keys:
+        at = key.find("@")
+        if (
+            at > 0
+            and len(key) - at - 1 >= MIN_DESTINATION_CHARS  # the domain, as long as a host key must be
+            and "/" not in key
+            and key[0] != tokens.EXACT_PREFIX
+            and key.find("@", at + 1) < 0
+        ):
+            domain = DOMAIN_PREFIX + key[at + 1 :]
+            if domain not in out:
+                out.append(domain)
+    return tuple(out)
 
 
 # `TokenRecord(k, p)` runs the generated Python `__new__`; building the tuple subclass directly is C.
@@ -340,6 +386,23 @@ def _blob_text(blob: Any) -> str | None:
     return fold.decode_base64_text(blob)
 
 
+def _text_items(content: list[Any]) -> list[str]:
+    return [
+        item["text"]
+        for item in content
+        if type(item) is dict and item.get("type") == "text" and type(item.get("text")) is str
+    ]
+
+
+def _block_seams(content: list[Any], collector: _Collector) -> None:
+    """The seam between each two consecutive text blocks of one output, joined as a client shows them:
+    an address cut at the boundary (`eve@evil.exa` | `mple`) is read whole. Each seam is at most
+    `SEAM_CHARS` on either side and at most the two blocks, so seams add at most twice the text."""
+    texts = _text_items(content)
+    for left, right in pairwise(texts):
+        collector.sight((left[-SEAM_CHARS:] + right[:SEAM_CHARS], None, False))
+
+
 def _walk_message(payload: Any, collector: _Collector) -> None:
     stack: list[Any] = [payload]
     while stack:
@@ -356,6 +419,8 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
                 name = k if type(k) is str else str(k)
                 if len(name) >= MIN_DESTINATION_CHARS:
                     collector.sight((name, None, False))
+                if k == "content" and type(v) is list and len(v) > 1:
+                    _block_seams(v, collector)
                 if k == "structuredContent":
                     _walk_structured(v, collector)
                 elif k == "text" and isinstance(v, str) and (kind == "text" or "uri" in node):
@@ -377,6 +442,103 @@ def extract(payload: Any, source: Source) -> list[TokenRecord]:
     collector = _Collector(source)
     _walk_message(payload, collector)
     return collector.records()
+
+
+def output_edges(payload: Any) -> tuple[str, str]:
+    """The first and last `SEAM_CHARS` characters of the text an output shows (its text blocks joined),
+    from a parsed message or its raw line. A raw line is not parsed: the first text string is read from
+    a window of `SEAM_WINDOW_BYTES` at its start, and the last one from the last such window of the line
+    (decoded whole only when it began before that window: C speed, about 2 ms a MB)."""
+    if isinstance(payload, bytes | str):
+        raw = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
+        m = _RAW_TEXT_VALUE.search(raw)
+        if m is None:
+            return "", ""
+        head = _string_head(raw, m.end())
+        start = max(m.start(), len(raw) - SEAM_WINDOW_BYTES)
+        tail = _last_text(raw[start:].decode("utf-8", "replace"))
+        if not tail and start > m.start():  # the last text string began before the window
+            tail = _last_text(raw[m.start() :].decode("utf-8", "replace"))
+        return head[:SEAM_CHARS], tail[-SEAM_CHARS:]
+    result = payload.get("result", payload) if isinstance(payload, dict) else None
+    content = result.get("content") if isinstance(result, dict) else None
+    texts = _text_items(content) if type(content) is list else []
+    if not texts:
+        return "", ""
+    return texts[0][:SEAM_CHARS], texts[-1][-SEAM_CHARS:]
+
+
+_TEXT_VALUE = re.compile(r'"text"\s*:\s*(?=")')
+_RAW_TEXT_VALUE = re.compile(rb'"text"\s*:\s*(?=")')
+_DECODER = json.JSONDecoder()
+SEAM_WINDOW_BYTES = 64 * 1024  # a text string's first 256 characters take at most 256 x 12 bytes
+MAX_RAW_TEXT_PROBES = 8
+MAX_ESCAPE_CHARS = 12  # the longest JSON escape a window can cut: a surrogate pair, \ud83d\ude00
+
+
+def _last_text(text: str) -> str:
+    """The value of the last `"text"` member that starts in `text`, or ""."""
+    i = len(text)
+    for _ in range(MAX_RAW_TEXT_PROBES):  # `"type": "text"` names the kind, not the text
+        i = text.rfind('"text"', 0, i)
+        if i < 0:
+            return ""
+        m = _TEXT_VALUE.match(text, i)
+        if m is not None:
+            return _raw_text_at(text, m.end())
+    return ""
+
+
+def _string_head(raw: bytes, i: int) -> str:
+    """The JSON string that starts at `raw[i]`, or its beginning if it is longer than the window."""
+    text = raw[i : i + SEAM_WINDOW_BYTES].decode("utf-8", "replace")
+    value = _raw_text_at(text, 0)
+    if value or text[:2] == '""':
+        return value
+    for cut in range(MAX_ESCAPE_CHARS + 1):  # a window cut inside an escape: close the string earlier
+        try:
+            got = json.loads(text[: len(text) - cut] + '"')
+        except ValueError:
+            continue
+        return got if isinstance(got, str) else ""
+    return ""
+
+
+def _raw_text_at(raw: str, i: int) -> str:
+    """The JSON string that starts at `i` of a raw line, or "" if there is none."""
+    try:
+        value, _ = _DECODER.raw_decode(raw, i)
+    except ValueError:
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+class Seams:
+    """The tail of the last output of each scope (a session and server), so an address cut between two
+    consecutive outputs of one server is still read (`records`). Pure: the daemon keeps one and calls
+    `records` for each output in indexing order. Bound: `SEAM_CHARS` on each side of each cut, the
+    tails of `MAX_SEAM_SCOPES` scopes."""
+
+    def __init__(self, max_scopes: int = MAX_SEAM_SCOPES) -> None:
+        self.max_scopes = max_scopes
+        self._tails: dict[tuple[str, str], str] = {}
+
+    def records(self, scope: tuple[str, str], payload: Any, source: Source) -> list[TokenRecord]:
+        """The keys read across the cut between the scope's previous output and this one (free text,
+        with this output's provenance), and this output's tail kept for the next."""
+        head, tail = output_edges(payload)
+        previous = self._tails.pop(scope, "")
+        if tail:
+            self._tails[scope] = tail
+            if len(self._tails) > self.max_scopes:
+                del self._tails[next(iter(self._tails))]
+        elif previous:
+            self._tails[scope] = previous  # an output without text does not cut anything
+        if not previous or not head:
+            return []
+        collector = _Collector(source)
+        collector.sight((previous + head, None, False))
+        return collector.records()
 
 
 def encode_records(records: Iterable[TokenRecord]) -> dict[str, Any]:
@@ -406,6 +568,22 @@ def destination_tokens(value: str) -> list[str]:
     if c.kind != "text":
         return [value]
     return [p for p in c.probes if len(p) >= MIN_DESTINATION_CHARS]
+
+
+def host_probes(hosts: Iterable[str], *, parents: bool) -> list[str]:
+    """The extra keys a host is looked up under: the domain key of each host and, with `parents`, each
+    parent domain of two labels or more (`a.b.evil.example`: `b.evil.example`, `evil.example`) as a host
+    and as a domain key. IP literals have no parents."""
+    out: list[str] = []
+    for host in hosts:
+        out.append(DOMAIN_PREFIX + host)
+        if not parents or host.startswith("[") or host[-1:].isdigit():
+            continue
+        labels = host.split(".")[-MAX_PARENT_LABELS:]
+        for i in range(1, len(labels) - 1):
+            parent = ".".join(labels[i:])
+            out += (parent, DOMAIN_PREFIX + parent)
+    return out
 
 
 # ---- the index -------------------------------------------------------------------------------------
@@ -574,12 +752,21 @@ class TaintIndex:
         return None
 
     def key_hit(self, key: str) -> Hit | None:
-        """Whether one index key (already folded, e.g. from `sinkgate.carried_keys`) appeared."""
-        return self._probe((key,))
+        """Whether one index key (already folded, e.g. from `sinkgate.carried_keys`) appeared; a host
+        also as the domain of a planted address."""
+        if "@" in key or "/" in key or key[:1] == tokens.EXACT_PREFIX:
+            return self._probe((key,))
+        return self._probe((key, DOMAIN_PREFIX + key))
 
     def lookup(self, destination: str) -> Hit | None:
-        """Whether one destination value appeared in untrusted output (see `canon.canonicalize`)."""
-        return self._probe(canon.canonicalize(destination).probes)
+        """Whether one destination value appeared in untrusted output (see `canon.canonicalize`). A host
+        (of a URL or a host destination) is also looked up as the domain of a planted address, and so
+        are its parent domains, as hosts and as such domains: `<data>.evil.example` is a host under a
+        planted one."""
+        c = canon.canonicalize(destination)
+        if not c.hosts:
+            return self._probe(c.probes)
+        return self._probe((*c.probes, *host_probes(c.hosts, parents=True)))
 
     def seen_exactly(self, destination: str) -> bool:
         """The destination as a whole appeared: a host or an address as its key, a URL byte for byte
@@ -598,4 +785,6 @@ class TaintIndex:
         """Whether the host of a URL destination appeared (any destination that is not a URL or a
         host is looked up whole)."""
         c = canon.canonicalize(destination)
-        return self._probe(c.hosts or c.probes)
+        if not c.hosts:
+            return self._probe(c.probes)
+        return self._probe((*c.hosts, *host_probes(c.hosts, parents=False)))

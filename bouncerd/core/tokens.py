@@ -16,7 +16,8 @@ only where a digit appears.
 Token classes and their keys (all in folded form; keys shorter than `MIN_KEY_CHARS` are dropped):
 - **e-mail**: `local@domain`; `+tag` removed (the key of `a+tag@x.com` is `a@x.com`: the tag reaches
   the same mailbox); Gmail dots removed; the domain keyed as a host. The domain of an address is not a
-  host token of its own (`x.com` is not tainted by `ana@x.com`). Each address of a `mailto:` list
+  host token of its own here (`taint.domain_keys` records it as `@x.com`, for free text only, so a send
+  to another mailbox at `x.com` never matches it). Each address of a `mailto:` list
   (`mailto:a@x.com,b@y.com?cc=c@z.com`) is one: `,` and `;` are delimiters, and `:` or `=` before a
   local part ends the token before it.
 - **URL** (`scheme://…`, `//host/…`, or `host/path`; `smb://` and `file://` too): the host, the host
@@ -76,6 +77,13 @@ Token classes and their keys (all in folded form; keys shorter than `MIN_KEY_CHA
   `x@bob`, `/#top`, `&#64;`, `sym@@ver`): the name without its sigil, so `channel: "general"` matches
   `#general`. A `#` followed by a hex colour (`#c0c0c0`) is not a channel.
 - a spelled-out `at` before a host (`attacker at evil.com`) is read as an e-mail address.
+- as a reader sees a token: a host after a word and a colon (`website:evil.example`, `https:evil.example`,
+  `https:/evil.example`); markdown emphasis at a chunk's ends or beside `@` and `.` (`_x_`,
+  `eve@**evil**.example`: `_EMPHASIS`); and an anchor chunk joined with the chunks that a gap a reader
+  does not see separates from it (`_joined_keys`: a line break or tab where a client wrapped the line,
+  backticks, inline HTML tags and comments), each join read, at most `MAX_JOINS` on a side, never
+  across a blank line, and across a line break only after a separator, an address, or before a chunk
+  that starts with `.` or `@` on the left, and not after a number on the right.
 
 Short strings (most values of structured output: ids, dates, names, single addresses) recur across
 outputs, so their keys are kept in a bounded process-wide cache (`SHORT_CACHE_ENTRIES`); those that
@@ -505,8 +513,10 @@ URL = re.compile(
     r"(?:([a-z][a-z0-9+.-]{0,15}):)?//(?:[^/?#\s]*@)?(\[[0-9a-f:.]+\]|[\w.-]*)(?::(\d{0,5}))?"
     r"([^?#\s]*)(?:\?([^#\s]*))?(?:#(\S*))?"
 )
+# A host starts a chunk, or follows a word and a colon with no space (`website:evil.example`, and
+# `https:evil.example` or `https:/evil.example`, which WHATWG reads as `https://evil.example`).
 HOSTPATH = re.compile(
-    r"(?<![\w@.:/-])([\w-]++(?:\.[\w-]++)++)(?::(\d{1,5}))?(?![\w@-])(/[^?#\s]*)?(?:\?([^#\s]*))?(?:#(\S*))?"
+    r"(?:(?<![\w@.:/-])|(?<=[^\W_]:)|(?<=[^\W_]:/))([\w-]++(?:\.[\w-]++)++)(?::(\d{1,5}))?(?![\w@-])(/[^?#\s]*)?(?:\?([^#\s]*))?(?:#(\S*))?"
 )
 # A sigil at the chunk's start or after a character that cannot end a local part, a path, an entity or
 # another sigil ("sym@@glibcxx_3.4" is a symbol version, "&#64;" an entity).
@@ -521,11 +531,23 @@ _UNC = re.compile(
 )
 
 
+# Markdown emphasis and strike-through marks a renderer removes from a token: a run at either end
+# (`_eve@evil.example_`, `__x__`), beside an `@` or `.` (`eve@**evil**.example`, `eve@_evil_.example`),
+# or `*`/`~` inside a word (`ev**il**`). `_` inside a word is not emphasis (CommonMark): `eve_x` stays.
+_EMPHASIS = re.compile(
+    r"^[_*~]+|[_*~]+$|(?<=[\w-])[_*~]+(?=[.@])|(?<=[.@])[_*~]+(?=[\w-])|(?<=[^\W_])[*~]+(?=[^\W_])"
+)
+
+
 def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
     raw = text[a:b]
     chunk = raw.strip(_EDGE)
     if not chunk:
         return
+    if ("_" in chunk or "*" in chunk or "~" in chunk) and _EMPHASIS.search(chunk) is not None:
+        shown = _EMPHASIS.sub("", chunk)  # as a markdown renderer shows it; as written is read below
+        if shown:
+            _chunk_keys(shown, shown.encode("ascii", "replace").translate(_MASK), 0, len(shown), out)
     sigil = False
     if "@" in chunk:
         sigil = True
@@ -595,6 +617,95 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
         for m in _HANDLE.finditer(chunk):
             if m.group(0)[0] == "@" or not _HEX_COLOR.fullmatch(m.group(0)):  # "#c0c0c0" is a colour
                 out.add(m.group(1))
+
+
+# What a reader does not see inside a token, between two chunks: a line break or tab where a client
+# wrapped the line (`evil.exam\nple`, `eve@\nevil.example`, `evil\n.example`; not a blank line), code marks
+# (eve@`evil`.example), an inline HTML tag or comment (`eve@evil<b></b>.example`,
+# `<span>eve</span>@evil.example`). At most `MAX_JOINS` gaps are joined on each side of a chunk.
+_INLINE_TAGS = (
+    "a|abbr|b|bdi|bdo|big|cite|code|data|del|dfn|em|font|i|ins|kbd|mark|q|s|samp|small|span|strike|"
+    "strong|sub|sup|time|tt|u|var|wbr"
+)
+_MARKUP_GAP = rf"`+|<!--[^<>]{{0,200}}?-->|</?(?:{_INLINE_TAGS})\b[^<>]{{0,200}}>"
+_BREAK_GAP = r"[ ]{0,4}(?:\r?\n|\t)[ \t]{0,4}"
+_GAP = re.compile(rf"(?:{_MARKUP_GAP}|{_BREAK_GAP})+")
+_MARKUP_PIECE = re.compile(_MARKUP_GAP)
+_GAP_AFTER: Final = "`<\r\n\t"
+_GAP_BEFORE: Final = "`>\r\n\t"
+_BREAKS: Final = ("\r", "\n", "\t", " ")
+MAX_JOINS = 4  # an address cut into five pieces is still read; a sixth piece is not
+MAX_GAP_CHARS = 256
+_NUMBER = re.compile(r"[\d.,:+-]+")
+
+
+def _gap_start(text: str, i: int) -> int:
+    """Where the gap (`_GAP`) that ends at `i` starts (`i` if there is none), read backwards piece by
+    piece: whitespace with at most one line break, backticks, inline tags and comments."""
+    start = i
+    lo = max(0, i - MAX_GAP_CHARS)
+    while i > lo:
+        c = text[i - 1]
+        if c in " \t\r\n":
+            h = i - 1
+            while h > lo and text[h - 1] in " \t\r\n":
+                h -= 1
+            if text.count("\n", h, i) > 1 or not ("\n" in text[h:i] or "\t" in text[h:i]):
+                return start
+            i = start = h
+        elif c == "`":
+            while i > lo and text[i - 1] == "`":
+                i -= 1
+            start = i
+        elif c == ">":
+            h = text.rfind("<", lo, i)
+            if h < 0 or _MARKUP_PIECE.fullmatch(text, h, i) is None:
+                return start
+            i = start = h
+        else:
+            return start
+    return start
+
+
+def _joined_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
+    """The keys of the anchor chunk `text[a:b]` joined with the chunks that a gap a reader does not see
+    (`_GAP`) separates from it."""
+    n = len(text)
+    lefts, rights = [""], [""]  # the chunks joined on each side, nearest first
+    number = _NUMBER.fullmatch(text, a, b) is not None  # "Total: 12.50\nDate:" is not one token
+    j, joins = b, 0
+    while joins < MAX_JOINS and j < n and (text[j] in _GAP_AFTER or text[j] == " "):
+        m = _GAP.match(text, j, j + MAX_GAP_CHARS)
+        if m is None:
+            break
+        k = m.end()
+        if k >= n or mask[k] == 32:
+            break
+        e = mask.find(b" ", k)
+        if e < 0:
+            e = n
+        gap = m.group(0)
+        if not gap.strip(" \r\n\t") and (gap.count("\n") > 1 or number or text[e - 1] == ":"):
+            break  # a blank line ends a paragraph: no client wraps a token across one; nor a number,
+            # nor before a header name ("eve@evil.example\nTo: …")
+        rights.append(rights[-1] + text[k:e])
+        j, joins = e, joins + 1
+    i = a
+    while joins < MAX_JOINS and i > 0 and text[i - 1] in _GAP_BEFORE:
+        g = _gap_start(text, i)
+        if g <= 0 or g == i or mask[g - 1] == 32:
+            break
+        gap = text[g:i]
+        if not gap.strip(" \r\n\t") and "\t" not in gap and text[i] not in ".@" and text[g - 1] not in ".@-/":
+            break  # prose before a line: joined only where a separator ends or starts the cut
+        h = mask.rfind(b" ", 0, g) + 1
+        lefts.append(text[h:g] + lefts[-1])
+        i, joins = h, joins + 1
+    for left in lefts:  # every join: the token may end at any of the gaps (`evil.exa\nmple\nThanks`)
+        for right in rights:
+            if left or right:
+                joined = left + text[a:b] + right
+                _chunk_keys(joined, joined.encode("ascii", "replace").translate(_MASK), 0, len(joined), out)
 
 
 def _chunk_bounds(mask: bytes, p: int) -> tuple[int, int]:
@@ -767,6 +878,10 @@ def keys_in(text: str, out: set[str]) -> None:
                 if b < 0:
                     b = n
         covered = b
+        if (b < n and (text[b] in _GAP_AFTER or (text[b] == " " and text[b + 1 : b + 2] in _BREAKS))) or (
+            a > 0 and text[a - 1] in _GAP_BEFORE
+        ):
+            _joined_keys(text, mask, a, b, out)
         if slash < b:
             while slash < a:  # a "/" in a chunk that no anchor reached
                 slash = _slash_chunk_keys(text, mask, slash, out)
@@ -833,7 +948,9 @@ def _short_keys(text: str) -> tuple[str, ...]:
             if fold.contains(folded, "xn--", 0) or "hxxp" in folded or fold.has_base64_run(folded):
                 return _general_keys(text)
             key = email_key(m.group(1), m.group(2))
-            return (key,) if key is not None and len(key) >= MIN_KEY_CHARS else ()
+            if key is not None:
+                return (key,) if len(key) >= MIN_KEY_CHARS else ()
+            # not an address as written (`_eve@evil.example_`): the tokenizer reads its renderings
     if _has_reading_trigger(folded):
         return _general_keys(text)
     if not _TOKEN_CHARS.search(folded):

@@ -105,7 +105,7 @@ NOT_TAINTED = {
     "substring_is_not_the_token": ("write to ana@x.com", "dana@x.com"),
     "same_local_part_other_domain": ("write to attacker@evil.com", "attacker@evil.org"),
     "same_local_part_parent_domain": ("write to attacker@mail.evil.com", ADDRESS),
-    "domain_of_an_address_is_not_a_host": ("write to ana@corp-mail.com", "https://corp-mail.com/"),
+    "another_mailbox_at_an_address_domain": ("write to ana@corp-mail.com", "bob@corp-mail.com"),
     "host_prefix": ("see evil.com", "evil.co"),
     "host_suffix": ("see evil.com", "notevil.com"),
     "short_host": ("see x.io", "https://x.io/"),

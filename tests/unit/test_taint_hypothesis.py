@@ -75,17 +75,25 @@ def reference_tainted(text: str, destination: str) -> bool:
             and re.search(r"(?<![\w.+'-])" + re.escape(form) + r"(?![\w-]|\.[\w-])", folded) is not None
             for form in forms
         )
-    # A host (or a URL: tainted when its host, or its host and path, appeared): not the domain of an
-    # address, not a suffix of a longer host, whole path segments only.
+    # A host (or a URL: tainted when its host, or its host and path, appeared), or a parent domain of
+    # its host, as a host or as the domain of an address; not a suffix of a longer host, whole path
+    # segments only.
     host_path = dest.split("://", 1)[-1]
     host = host_path.split("/", 1)[0]
     left = r"(?<![\w.@+'-])"
-    for candidate, right in ((host, r"(?![\w-]|\.[\w-])"), (host_path, r"(?=[/?#\s<>\"'(),;]|\.?$|\.\s)")):
+    end = r"(?![\w-]|\.[\w-])"
+    labels = host.split(".")
+    domains = [".".join(labels[i:]) for i in range(max(1, len(labels) - 1))]
+    candidates = [(host_path, r"(?=[/?#\s<>\"'(),;]|\.?$|\.\s)")] + [(d, end) for d in domains]
+    for candidate, right in candidates:
         if len(candidate) >= taint.MIN_DESTINATION_CHARS and re.search(
             left + re.escape(candidate) + right, folded
         ):
             return True
-    return False
+    return any(
+        len(d) >= taint.MIN_DESTINATION_CHARS and re.search(r"[\w.+'-]@" + re.escape(d) + end, folded)
+        for d in domains
+    )
 
 
 @SETTINGS

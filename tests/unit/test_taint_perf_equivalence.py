@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import quopri
 import re
@@ -146,11 +147,13 @@ def ref_views(text: str) -> Iterator[str]:
                 yield unquoted
             if round_ == fold.MAX_DECODE_ROUNDS:
                 continue
-            hidden = fold.smuggled(raw)
-            readings = [ref_decode_inline(cleaned), ref_decode_qp(cleaned)]
+            extra = [r for r in (fold.smuggled(raw), fold.reader(raw)) if r is not None]
+            inline = ref_decode_inline(cleaned)
+            css = fold.decode_css(cleaned)
+            readings = [inline, *([css] if css != inline else []), ref_decode_qp(cleaned)]
             parts = [d for d in map(ref_decode_base64_text, fold.base64_runs(cleaned)) if d is not None]
-            readings = [r for r in readings if r != cleaned] + (["\n".join(parts)] if parts else [])
-            readings = ([hidden] if hidden is not None else []) + readings
+            readings = [r for r in readings if r != cleaned] + (["\n\n".join(parts)] if parts else [])
+            readings = extra + readings
             for d in readings:
                 if d not in seen and len(d) <= budget:
                     budget -= len(d)
@@ -201,6 +204,9 @@ def ref_chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> Non
     chunk = text[a:b].strip(tokens._EDGE)
     if not chunk:
         return
+    shown = tokens._EMPHASIS.sub("", chunk)
+    if shown != chunk and shown:
+        ref_chunk_keys(shown, shown.encode("ascii", "replace").translate(tokens._MASK), 0, len(shown), out)
     if "@" in chunk:
         m = tokens._EMAIL_FULL.fullmatch(chunk)
         if m is not None:
@@ -323,6 +329,9 @@ def ref_keys_in(text: str, out: set[str]) -> None:
                 covered = b = len(mask) if end < 0 else end
         spans.append((a, b))
         ref_chunk_keys(text, mask, a, b, out)
+        # chunks joined across a gap a reader does not see: the same function (its own tests are
+        # in tests/unit/test_reader_views.py)
+        tokens._joined_keys(text, mask, a, b, out)
     for m in re.finditer(rb"/", mask):  # chunks with a "/" that no anchor reached
         if any(a <= m.start() < b for a, b in spans):
             continue
@@ -347,11 +356,9 @@ def ref_text_keys(text: str) -> set[str]:
         folded = text.lower()
         if "@" in folded and " " not in folded:
             m = tokens._EMAIL_FULL.fullmatch(folded)
-            if m is not None:
-                key = tokens.email_key(m.group(1), m.group(2))
-                if key is not None and len(key) >= tokens.MIN_KEY_CHARS:
-                    out.add(key)
-                return out
+            key = tokens.email_key(m.group(1), m.group(2)) if m is not None else None
+            if key is not None:  # (not one as written, `eve@evil.example_`: read by the tokenizer)
+                return {key} if len(key) >= tokens.MIN_KEY_CHARS else out
         ref_keys_in(folded, out)
     else:
         for view in ref_views(text):
@@ -378,6 +385,9 @@ class RefCollector:
                 whole = " ".join(fold.fold(text).split())
                 if len(whole) >= taint.MIN_DESTINATION_CHARS and whole not in found:
                     found = (*found, whole)
+        else:  # the domain of an address in free text, as a host
+            domains = [k.split("@")[1] for k in found if k.count("@") == 1 and "/" not in k]
+            found = (*found, *("@" + d for d in domains if len(d) >= taint.MIN_DESTINATION_CHARS))
         prov = Provenance(SRC.server, SRC.tool, SRC.request_id, SRC.ts, field, identity)
         for key in found:
             old = self.keys.get(key)
@@ -463,6 +473,11 @@ def ref_extract(payload: Any) -> dict[str, Provenance]:
                 c.mirror = node["structuredContent"]
             for k, v in node.items():
                 c.add(str(k), None, False)
+                if k == "content" and isinstance(v, list):  # the seam between two text blocks
+                    texts = [i["text"] for i in v if isinstance(i, dict) and i.get("type") == "text"]
+                    texts = [t for t in texts if isinstance(t, str)]
+                    for left, right in itertools.pairwise(texts):
+                        c.add(left[-taint.SEAM_CHARS :] + right[: taint.SEAM_CHARS], None, False)
                 if k == "structuredContent":
                     ref_walk_structured(v, c)
                 elif k == "text" and isinstance(v, str) and (kind == "text" or "uri" in node):
