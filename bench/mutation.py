@@ -236,7 +236,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "sink.no_new_destination",
         f"{CORE}/sinkgate.py",
-        'why = "changes an existing object" if edits_in_place(tool) else _creates_what_you_asked(tool, trust)',
+        'why = "changes an existing object" if updates else _creates_what_you_asked(tool, trust)',
         "why = None",
         "an update that names no destination is asked",
     ),

@@ -468,7 +468,8 @@ def send_verdict(
 ) -> Verdict:
     dests, everything = destinations(arguments, sink_params, looks_like_destination)
     if not dests and sink_params:
-        why = "changes an existing object" if edits_in_place(tool) else _creates_what_you_asked(tool, trust)
+        updates = edits_in_place(tool)
+        why = "changes an existing object" if updates else _creates_what_you_asked(tool, trust)
         if why is not None:
             return Verdict(
                 "allow",

@@ -90,6 +90,9 @@ class ObservationIndex:
         self._workers: anyio.CapacityLimiter | None = None
         self._progress: anyio.Event | None = None
         self.on_indexed: Callable[[], None] = lambda: None  # the daemon's compaction check
+        # The tail of each session and server's last output: an address cut between two consecutive
+        # outputs is read across the cut (taint.Seams, bounded; lost on restart, like the cut itself).
+        self._seams = taint.Seams()
 
     # ---- start-up -----------------------------------------------------------------------------
 
@@ -204,6 +207,8 @@ class ObservationIndex:
                 server=entry["server"], tool=entry["tool"], request_id=entry["request_id"], ts=entry["ts"]
             )
             records = await self._extract(n, entry["payload"], source)
+            if records is not None:
+                records += self._seams.records((entry["session"], entry["server"]), entry["payload"], source)
             self._index(n, entry, records)
 
     async def _extract(self, n: int, payload: bytes, source: taint.Source) -> list[taint.TokenRecord] | None:
