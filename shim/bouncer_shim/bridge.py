@@ -24,9 +24,12 @@ What the bridge adds, and why:
 - **The negotiated protocol version** is stamped on every message after ``initialize`` (the SDK's
   session does that for its own messages; here the client's session is on the other side of the
   relay, so the bridge reads the version from the initialize result).
-- **Headers** come from ``--header NAME=VALUE``; a value may hold ``${VAR}`` (or ``${VAR:-default}``)
-  references, expanded from the environment here, so a secret never has to sit in a client's
-  config in clear. A reference to an unset variable fails every request with an error naming it.
+- **Headers** come from ``--header NAME=VALUE`` and from each environment variable
+  ``BOUNCER_HEADER_<NAME>`` (how `bouncerctl init` carries an entry's ``headers``: the environment
+  is readable only by the user, a command line by everyone). A value may hold ``${VAR}`` (or
+  ``${VAR:-default}``) references, expanded from the environment here, so a secret never has to
+  sit in a client's config in clear. A reference to an unset variable fails every request with an
+  error naming it.
 
 Exit status: 0 when stdin closes; 2 for a usage error.
 """
@@ -65,6 +68,9 @@ CONNECT_SECONDS: Final = 10.0
 REMOTE_FAILED: Final = types.CONNECTION_CLOSED
 
 TRANSPORTS: Final = ("streamable-http", "sse")
+
+# BOUNCER_HEADER_<NAME>=VALUE in the environment is the header NAME: VALUE.
+HEADER_ENV_PREFIX: Final = "BOUNCER_HEADER_"
 
 EXIT_USAGE: Final = 2
 
@@ -273,8 +279,13 @@ class Bridge:
         self._version: str | None = None
         self._write: Any = None
         self._wake = anyio.Event()
+        from_env = [
+            (k[len(HEADER_ENV_PREFIX) :], v) for k, v in environ.items() if k.startswith(HEADER_ENV_PREFIX)
+        ]
         try:
-            self.headers = {key: expand(value, environ) for key, value in options.headers}
+            self.headers = {
+                key: expand(value, environ) for key, value in [*from_env, *options.headers] if key
+            }
         except MissingVariable as exc:
             self.broken = f"missing ${{{exc.args[0]}}} for its headers"
 
