@@ -21,6 +21,10 @@ What the bridge adds, and why:
   that has heard nothing from the server for ``--timeout`` seconds (REQUEST_SILENCE_SECONDS by
   default) is answered with an error too, and the server is told it was cancelled. Each request is
   answered once: an answer arriving after the bridge gave up is dropped (`Pending`).
+- **OAuth**: when `bouncerctl auth login NAME` stored tokens for this server, requests carry the
+  SDK's `OAuthClientProvider` with them (`bouncer_shim.oauth`), which refreshes them before they
+  expire. The bridge never opens a browser: a server that wants a new login gets the client an
+  error naming ``bouncerctl auth login NAME``.
 - **The negotiated protocol version** is stamped on every message after ``initialize`` (the SDK's
   session does that for its own messages; here the client's session is on the other side of the
   relay, so the bridge reads the version from the initialize result).
@@ -245,6 +249,12 @@ class _Client(httpx2.AsyncClient):
             response = await super().send(request, **kwargs)
         except httpx2.HTTPError as exc:
             return self._failed(request, _describe(exc, self._silence))
+        except Exception as exc:
+            from bouncer_shim.oauth import LoginNeeded
+
+            if not isinstance(exc, LoginNeeded) and not type(exc).__name__.startswith("OAuth"):
+                raise
+            return self._failed(request, f"login needed ({exc})")
         failure = _status_failure(response.status_code)
         if failure is None:
             return response
@@ -390,7 +400,9 @@ class Bridge:
 
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[tuple[Any, Any]]:
-        auth: httpx2.Auth | None = None
+        from bouncer_shim.oauth import bridge_auth
+
+        auth: httpx2.Auth | None = bridge_auth(self.options.name, self.options.url, self.environ)
 
         def client(
             headers: dict[str, str] | None = None,
