@@ -10,15 +10,17 @@ is a list of exact tool names, anything else an unanchored JavaScript regular ex
 
     {"hooks": {
       "UserPromptSubmit": [{"hooks": [HOOK]}],
-      "PreToolUse":  [{"matcher": "WebFetch|Bash", "hooks": [HOOK]}],
-      "PostToolUse": [{"matcher": "^(?!mcp__)", "hooks": [HOOK]}]
+      "PreToolUse":  [{"matcher": "^(WebFetch|Bash|mcp__.+)$", "hooks": [HOOK]}],
+      "PostToolUse": [{"matcher": ".*", "hooks": [HOOK]}]
     }}
     HOOK = {"type": "command", "command": CMD, "timeout": 30}
 
 where CMD is ``shlex.join(command)``, e.g. ``/home/ann/.local/bin/bouncerctl hook claude-code`` (an
-absolute path: a desktop-launched client does not inherit the shell's PATH). PostToolUse matches every
-tool that is not an MCP tool (``mcp__<server>__<tool>``: their outputs reach the daemon through the
-shim). The timeout is longer than the hook's own deadline (`bouncerctl.hook.DAEMON_TIMEOUT_SECONDS`),
+absolute path: a desktop-launched client does not inherit the shell's PATH). PreToolUse matches the
+network tools and every MCP tool (``mcp__<server>__<tool>``), PostToolUse every tool: an MCP server
+no shim fronts (a remote one, one from managed settings) is gated by the hook, and the hook leaves a
+shimmed server's calls to its shim (`bouncerctl.hook_mcp`). The timeout is longer than the hook's
+own deadline (`bouncerctl.hook.DAEMON_TIMEOUT_SECONDS`),
 so the hook always answers, and fails closed, before Claude Code gives up on it.
 
 Other hooks are kept as they are, in their order. Bouncer's own entries are recognised by their
@@ -41,8 +43,8 @@ HOOK_TIMEOUT_SECONDS: Final = 30
 # event -> matcher (None: the event takes no matcher)
 MATCHERS: Final[Mapping[str, str | None]] = {
     "UserPromptSubmit": None,
-    "PreToolUse": "WebFetch|Bash",
-    "PostToolUse": "^(?!mcp__)",
+    "PreToolUse": "^(WebFetch|Bash|mcp__.+)$",
+    "PostToolUse": ".*",
 }
 HOOK_ARGS: Final = ("hook", "claude-code")
 
