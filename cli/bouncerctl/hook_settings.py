@@ -107,6 +107,24 @@ def claude_settings_without_hooks(settings: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
+def gates_mcp_tools(settings: Any) -> bool:
+    """Whether Bouncer's hooks in `settings` run for MCP tools before and after each call (an install
+    from before the hook path covered them does not)."""
+    hooks = settings.get("hooks") if isinstance(settings, Mapping) else None
+    if not isinstance(hooks, Mapping):
+        return False
+    for event in ("PreToolUse", "PostToolUse"):
+        groups = hooks.get(event)
+        if not isinstance(groups, list) or not any(
+            isinstance(g, Mapping)
+            and g.get("matcher") == MATCHERS[event]
+            and any(is_bouncer_hook(h) for h in g.get("hooks") or [])
+            for g in groups
+        ):
+            return False
+    return True
+
+
 def claude_settings_with_hooks(settings: Mapping[str, Any], command: Sequence[str]) -> dict[str, Any]:
     """A copy of `settings` with Bouncer's hooks running `command` (argv ending in ``hook claude-code``).
 

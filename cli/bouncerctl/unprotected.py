@@ -11,7 +11,10 @@ that runs without Bouncer:
 - a remote server the bridge cannot reach (a websocket, credentials a helper program computes, an
   entry init cannot read): no command protects it; the reason says why, and what to change.
 
-`doctor`, `status` and the review pack print each as NOT PROTECTED with that command. A config that
+Claude Code is the exception: when Bouncer's hooks are installed for MCP tools
+(`hook_settings.gates_mcp_tools`), an entry of its configs that no shim fronts is still gated, by
+the hook (`bouncerctl.hook_mcp`), so it is not listed. `doctor`, `status` and the review pack print
+each entry listed as NOT PROTECTED with that command. A config that
 cannot be parsed is reported as one entry of its own (its servers are unknown, so none is vouched for).
 """
 
@@ -44,13 +47,26 @@ class Unprotected:
         return f"{LABEL} {who}: {self.reason}{fix}"
 
 
+def _claude_code_hooked(environ: Mapping[str, str]) -> bool:
+    import json
+
+    from bouncerctl.hook_settings import gates_mcp_tools
+    from bouncerctl.init_hooks import settings_path
+
+    try:
+        return gates_mcp_tools(json.loads(settings_path(environ).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return False
+
+
 def find(environ: Mapping[str, str], cwd: Path) -> list[Unprotected]:
     from bouncerctl import init_cmd, init_plan
     from bouncerctl.init_files import InitError
 
     found: list[Unprotected] = []
+    hooked = _claude_code_hooked(environ)
     for location in init_cmd.locations(environ, cwd):
-        if not location.path.exists():
+        if not location.path.exists() or (location.client == "claude-code" and hooked):
             continue
         path = str(location.path)
         try:
