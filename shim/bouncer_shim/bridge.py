@@ -470,8 +470,9 @@ async def serve(options: Options, environ: Mapping[str, str]) -> int:
                     tg.start_soon(bridge.reader, read)
                     async for line in lines:
                         await bridge.from_client(line)
-                    tg.cancel_scope.cancel()
-                    return 0
+                # stdin closed: leaving the transport above ended the session (DELETE) first
+                tg.cancel_scope.cancel()
+                return 0
             except Exception as exc:
                 bridge.give_up(_why(exc, options.timeout))
         async for line in lines:  # nothing reaches the server: every request is answered with why
