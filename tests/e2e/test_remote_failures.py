@@ -10,6 +10,7 @@ verdict: the audit holds none for a server that never answered the handshake.
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,7 @@ import anyio
 import pytest
 from harness import audit_records, connect
 from mcp.shared.exceptions import MCPError
-from remote import bridge_params, fixture_remote, free_port
+from remote import REMOTE_FIXTURE, bridge_params, fixture_remote, free_port, remote_server
 
 if TYPE_CHECKING:
     from conftest import RunningDaemon
@@ -113,3 +114,19 @@ async def test_header_secret_is_read_from_the_environment_and_a_missing_one_is_n
     with anyio.fail_after(TEST_TIMEOUT):
         text = await handshake_error(params)
     assert "${TRACKER_TOKEN}" in text and "'tracker'" in text, text
+
+
+@pytest.mark.asyncio
+async def test_dropped_event_stream_fails_the_call_with_the_servers_name(daemon: RunningDaemon) -> None:
+    # The server starts answering on an event stream, then drops it with no result and no event id
+    # to resume from: the call is answered with an error naming the server, not left waiting.
+    port = free_port()
+    argv = [sys.executable, str(REMOTE_FIXTURE), "x", "--port", str(port), "--drop-stream"]
+    with anyio.fail_after(TEST_TIMEOUT), remote_server(argv, port, "/mcp") as url:
+        async with connect(bridge_params("tracker", url, daemon.home), "legacy", kind="shim") as probe:
+            await probe.client.list_tools()
+            with pytest.raises(MCPError) as failed:
+                await probe.client.call_tool("export", {})
+    text = str(failed.value)
+    assert "'tracker'" in text and "stream" in text, text
+    assert [r["verdict"] for r in audit_records(daemon.home) if r.get("tool") == "export"] == ["allow"]
