@@ -135,8 +135,7 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str
             heading = "NOT PROTECTED (not wrapped)" if undo else "wrap"
             groups.setdefault(heading, []).append(_label(entry))
         elif entry.kind == mc.REMOTE and bridged(plan, entry) and not undo:
-            heading = "wrap remote, through the bridge (bouncer-shim --url relays it like a stdio server)"
-            groups.setdefault(heading, []).append(f"{_label(entry)} → {entry.detail}")
+            groups.setdefault("wrap remote", []).append(f"{_label(entry)} → {entry.detail}")
         elif entry.kind == mc.REMOTE and undo:
             groups.setdefault("NOT PROTECTED (remote, not wrapped)", []).append(
                 f"{_label(entry)} → {entry.detail}"
@@ -170,6 +169,12 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str
                 f"  note: {entry.name} runs {command}, which is not there any more; "
                 f"`bouncerctl init --undo` then `bouncerctl init` points it at this installation"
             )
+    if not undo and any(entry.kind == mc.REMOTE and bridged(plan, entry) for entry in plan.entries):
+        lines.append(
+            "  note: a remote server runs through the bridge (bouncer-shim --url), which relays it like a "
+            "stdio server, so every call gets a verdict and every output is recorded; its headers go into "
+            "env, not onto the command line"
+        )
     if plan.changes and plan.location.caution:
         lines.append(f"  note: {plan.location.caution}")
     if plan.fmt == JSON_RECORD and not undo:
