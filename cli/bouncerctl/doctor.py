@@ -14,8 +14,10 @@ no directory is created, no daemon started, no file written. Checks, in order:
 5. audit log: its hash chain, walked as ``bouncerctl audit verify`` does;
 6. service: whether a systemd user unit or launchd agent is installed (and, for systemd, enabled and
    active), or that autostart by shims and hooks is what starts the daemon;
-7. clients: each known client config file that exists, with how many of its stdio servers are wrapped
-   by bouncer-shim and how many are not.
+7. clients: each known client config file that exists, with how many of its servers are wrapped
+   by bouncer-shim and how many are not; then each server that runs without Bouncer (a stdio or
+   remote entry init has not wrapped, a remote one the bridge cannot reach), named NOT PROTECTED
+   with the command that would protect it (`bouncerctl.unprotected`).
 
 Exit 0 when no check failed (warnings allowed), 1 otherwise.
 """
@@ -174,9 +176,14 @@ def check_clients(environ: Mapping[str, str], cwd: Path) -> list[Check]:
             continue
         kinds = [entry.kind for entry in plan.entries]
         wrapped = sum(kind in (mc.WRAPPED, mc.SHIMMED) for kind in kinds)
-        bare = kinds.count(mc.STDIO)
+        bare = kinds.count(mc.STDIO) + kinds.count(mc.REMOTE)
         text = f"{location.path}: {wrapped} wrapped, {bare} not"
         found.append(((WARN if bare else OK), f"client {location.client}", text))
+    from bouncerctl import unprotected
+
+    for item in unprotected.find(environ, cwd):
+        if item.name:  # an unreadable file was reported above
+            found.append((WARN, f"client {item.client}", item.line()))
     if not found:
         found.append((WARN, "clients", "no known client config found (`bouncerctl init --config FILE`)"))
     return found

@@ -33,6 +33,10 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
         "Approve the one call that CODE was issued for, after showing it.",
     ),
     "audit": ("bouncerctl.audit_cmd:audit", "Check the audit log."),
+    "auth": (
+        "bouncerctl.auth_cmd:auth",
+        "Log in to remote MCP servers that want OAuth; show or delete the stored tokens.",
+    ),
     "demo": (
         "bouncerctl.demo.run:demo",
         "Run the demo: a hijacked agent against a helpdesk, through the real shim and daemon.",
@@ -92,7 +96,7 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
 # Section title -> its commands, in the order a person meets them. Every command is in one section.
 GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
     "Daily commands": ("status", "tail", "pending", "approve", "pins", "audit", "report"),
-    "Setup commands": ("init", "policy", "reload", "service", "demo"),
+    "Setup commands": ("init", "auth", "policy", "reload", "service", "demo"),
     "When something is wrong": ("doctor", "logs", "restart", "stop"),
     "Internal commands (run by clients)": ("hook",),
 }

@@ -31,6 +31,9 @@ Per event:
 - PreToolUse of WebFetch, or of a Bash command that reaches the network
   (`bouncerd.core.builtin_tools.network_destinations`, read here without the daemon): the daemon's
   verdict (``check_builtin``). A Bash command that reaches nothing is let through without asking.
+- PreToolUse and PostToolUse of an MCP tool (``mcp__<server>__<tool>``) whose server no shim fronts
+  (a remote server, one from managed settings): the verdict, and the output recorded as that
+  server's untrusted output (`bouncerctl.hook_mcp`). A shimmed server's tools are left to its shim.
 
 Starting the daemon: a hook that finds no daemon starts one exactly as a shim does, through
 `bouncerd.autostart` (the same start lock, backoff and ``BOUNCER_NO_AUTOSTART``), waits until it
@@ -71,7 +74,8 @@ EXIT_BLOCK: Final = 2  # Claude Code: blocking error, stderr to Claude
 EXIT_WARN: Final = 1  # Claude Code: non-blocking error, stderr to the person
 PREFIX: Final = "bouncer: "
 
-Connect = Callable[[], "Client"]
+Connect = Callable[..., "Client"]  # connect(**hello fields added to the hook's own, e.g. server)
+Keys = Callable[[], "Sequence[str]"]  # the hook's candidate session keys, nearest first
 
 
 class Outcome(NamedTuple):
@@ -92,20 +96,79 @@ def _decision(decision: str, reason: str) -> Outcome:
 
 
 def is_network_call(event: Mapping[str, Any]) -> bool:
-    """Whether a failure on this event must deny: a PreToolUse of a gated tool (WebFetch, Bash)."""
+    """Whether a failure on this event must deny: a PreToolUse of a gated tool (WebFetch, Bash) or of
+    an MCP tool (which may send; whether a shim fronts it is not known without the daemon)."""
     tool = event.get("tool_name")
-    return event.get("hook_event_name") == "PreToolUse" and isinstance(tool, str) and tool in GATED_TOOLS
+    return (
+        event.get("hook_event_name") == "PreToolUse"
+        and isinstance(tool, str)
+        and (tool in GATED_TOOLS or is_mcp_tool(tool))
+    )
 
 
-def run(event: Mapping[str, Any], connect: Connect) -> Outcome:
+def _no_keys() -> Sequence[str]:
+    return []
+
+
+def run(event: Mapping[str, Any], connect: Connect, keys: Keys = _no_keys) -> Outcome:
     """The answer to one hook event. Raises only on a bug (the caller maps that by `is_network_call`)."""
     name = event.get("hook_event_name")
+    tool = event.get("tool_name")
+    if name in ("PreToolUse", "PostToolUse") and isinstance(tool, str) and is_mcp_tool(tool):
+        return _mcp_pre(event, connect, keys) if name == "PreToolUse" else _mcp_post(event, connect, keys)
     if name == "UserPromptSubmit":
         return _prompt(event, connect)
     if name == "PreToolUse":
         return _pre_tool(event, connect)
     if name == "PostToolUse":
         return _post_tool(event, connect)
+    return Outcome()
+
+
+def _mcp_pre(event: Mapping[str, Any], connect: Connect, keys: Keys) -> Outcome:
+    from bouncerctl import hook_mcp
+
+    tool_name = str(event.get("tool_name"))
+    split = hook_mcp.split_name(tool_name)
+    tool_input = event.get("tool_input")
+    if split is None or not isinstance(tool_input, dict):
+        return _decision("deny", f"[bouncer blocked] {tool_name}: the hook input cannot be checked")
+    server, tool = split
+    try:
+        reply = hook_mcp.verdict(connect, keys(), server, tool, tool_input, event.get("tool_use_id"))
+    except BouncerError as exc:
+        return _decision(
+            "deny",
+            f"[bouncer blocked] {tool_name}: Bouncer could not check this call ({exc}), so it is refused. "
+            "Start bouncerd (or `bouncerctl service install`) and try again",
+        )
+    if reply is None:
+        return Outcome()  # its shim gates it
+    verdict, reason = reply.get("verdict"), str(reply.get("reason") or "")
+    if verdict == "allow":
+        return Outcome()
+    if verdict == "ask":
+        return _decision("ask", f"Bouncer asks: {reason}")
+    return _decision("deny", f"[bouncer blocked] {reason}")
+
+
+def _mcp_post(event: Mapping[str, Any], connect: Connect, keys: Keys) -> Outcome:
+    from bouncerctl import hook_mcp
+
+    tool_name = str(event.get("tool_name"))
+    split = hook_mcp.split_name(tool_name)
+    response = event.get("tool_response")
+    if split is None or response is None:
+        return Outcome()
+    server, tool = split
+    try:
+        hook_mcp.observe(connect, keys(), server, tool, response, event.get("tool_use_id"))
+    except BouncerError as exc:
+        return Outcome(
+            EXIT_WARN,
+            stderr=f"{PREFIX}the output of {tool_name} was NOT recorded as untrusted ({exc}); an address "
+            "planted in it will not be recognised later\n",
+        )
     return Outcome()
 
 
@@ -194,7 +257,7 @@ def _connector(environ: Mapping[str, str], notes: list[str]) -> Connect:
     """Connect as this hook; start the daemon if none runs. What a person should know (that a daemon
     was started) goes to `notes`, once."""
 
-    def connect() -> Client:
+    def connect(**extra: Any) -> Client:
         # Imported here: a shell command that reaches nothing is answered without them.
         from bouncerctl.hook_session import hook_session
         from bouncerd import autostart
@@ -203,7 +266,7 @@ def _connector(environ: Mapping[str, str], notes: list[str]) -> Connect:
         from bouncerd.paths import resolve
 
         who = hook_session(environ)
-        hello: dict[str, Any] = {"session": who.session, "candidates": who.candidates}
+        hello: dict[str, Any] = {"session": who.session, "candidates": who.candidates, **extra}
         if who.client_pid is not None:
             hello["client_pid"] = who.client_pid
         paths = resolve(environ)
@@ -220,6 +283,13 @@ def _connector(environ: Mapping[str, str], notes: list[str]) -> Connect:
         return Client.connect(paths, role="hook", timeout=DAEMON_TIMEOUT_SECONDS, **hello)
 
     return connect
+
+
+def _keys(environ: Mapping[str, str]) -> Sequence[str]:
+    from bouncerctl.hook_session import hook_session
+
+    who = hook_session(environ)
+    return who.candidates or [who.session]
 
 
 def _write(stream: Any, text: str) -> None:
@@ -243,7 +313,7 @@ def main(argv: Sequence[str]) -> int:
         if not isinstance(parsed, dict):
             raise ValueError("the hook input is not a JSON object")
         event = parsed
-        outcome = run(event, _connector(os.environ, notes))
+        outcome = run(event, _connector(os.environ, notes), lambda: _keys(os.environ))
     except Exception as exc:  # the hook's own failure: closed for network tools, open for the rest
         why = f"{PREFIX}the hook failed ({type(exc).__name__}: {exc})"
         if not event or is_network_call(event):

@@ -10,15 +10,17 @@ is a list of exact tool names, anything else an unanchored JavaScript regular ex
 
     {"hooks": {
       "UserPromptSubmit": [{"hooks": [HOOK]}],
-      "PreToolUse":  [{"matcher": "WebFetch|Bash", "hooks": [HOOK]}],
-      "PostToolUse": [{"matcher": "^(?!mcp__)", "hooks": [HOOK]}]
+      "PreToolUse":  [{"matcher": "^(WebFetch|Bash|mcp__.+)$", "hooks": [HOOK]}],
+      "PostToolUse": [{"matcher": ".*", "hooks": [HOOK]}]
     }}
     HOOK = {"type": "command", "command": CMD, "timeout": 30}
 
 where CMD is ``shlex.join(command)``, e.g. ``/home/ann/.local/bin/bouncerctl hook claude-code`` (an
-absolute path: a desktop-launched client does not inherit the shell's PATH). PostToolUse matches every
-tool that is not an MCP tool (``mcp__<server>__<tool>``: their outputs reach the daemon through the
-shim). The timeout is longer than the hook's own deadline (`bouncerctl.hook.DAEMON_TIMEOUT_SECONDS`),
+absolute path: a desktop-launched client does not inherit the shell's PATH). PreToolUse matches the
+network tools and every MCP tool (``mcp__<server>__<tool>``), PostToolUse every tool: an MCP server
+no shim fronts (a remote one, one from managed settings) is gated by the hook, and the hook leaves a
+shimmed server's calls to its shim (`bouncerctl.hook_mcp`). The timeout is longer than the hook's
+own deadline (`bouncerctl.hook.DAEMON_TIMEOUT_SECONDS`),
 so the hook always answers, and fails closed, before Claude Code gives up on it.
 
 Other hooks are kept as they are, in their order. Bouncer's own entries are recognised by their
@@ -41,8 +43,8 @@ HOOK_TIMEOUT_SECONDS: Final = 30
 # event -> matcher (None: the event takes no matcher)
 MATCHERS: Final[Mapping[str, str | None]] = {
     "UserPromptSubmit": None,
-    "PreToolUse": "WebFetch|Bash",
-    "PostToolUse": "^(?!mcp__)",
+    "PreToolUse": "^(WebFetch|Bash|mcp__.+)$",
+    "PostToolUse": ".*",
 }
 HOOK_ARGS: Final = ("hook", "claude-code")
 
@@ -103,6 +105,24 @@ def claude_settings_without_hooks(settings: Mapping[str, Any]) -> dict[str, Any]
     if not hooks and "hooks" in settings and settings["hooks"]:
         del out["hooks"]
     return out
+
+
+def gates_mcp_tools(settings: Any) -> bool:
+    """Whether Bouncer's hooks in `settings` run for MCP tools before and after each call (an install
+    from before the hook path covered them does not)."""
+    hooks = settings.get("hooks") if isinstance(settings, Mapping) else None
+    if not isinstance(hooks, Mapping):
+        return False
+    for event in ("PreToolUse", "PostToolUse"):
+        groups = hooks.get(event)
+        if not isinstance(groups, list) or not any(
+            isinstance(g, Mapping)
+            and g.get("matcher") == MATCHERS[event]
+            and any(is_bouncer_hook(h) for h in g.get("hooks") or [])
+            for g in groups
+        ):
+            return False
+    return True
 
 
 def claude_settings_with_hooks(settings: Mapping[str, Any], command: Sequence[str]) -> dict[str, Any]:

@@ -10,8 +10,9 @@ Theory of operation
    column in the message.
 3. **Plan.** Every entry is classified (`mcpconfig.classify`); stdio servers are wrapped (or, with
    ``--undo``, wrapped ones restored), limited to ``--server`` names if given. Remote servers (a URL)
-   cannot be wrapped: they are listed and left alone. The shim is named by absolute path
-   (`find_shim`): desktop apps do not start servers with the shell's PATH.
+   are wrapped too, through the shim's bridge (``bouncer-shim --url``), when it speaks their
+   transport; one it cannot reach is named NOT PROTECTED with the reason. The shim is named by
+   absolute path (`find_shim`): desktop apps do not start servers with the shell's PATH.
 4. **Show.** A summary per file and a unified diff of the change.
 5. **Ask, then write.** Without ``--yes`` each file is confirmed on the terminal; with no terminal
    and no ``--yes`` nothing is written. Before writing, the file is read again (a client may have
@@ -46,6 +47,8 @@ from bouncerctl.init_plan import (
     TOML,
     Location,
     Plan,
+    bridged,
+    not_protected,
     original_value,
     read_config,
     record_written,
@@ -129,8 +132,14 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str
     groups: dict[str, list[str]] = {}
     for entry in plan.entries:
         if entry.kind == mc.STDIO:
-            heading = "not wrapped" if undo else "wrap"
+            heading = "NOT PROTECTED (not wrapped)" if undo else "wrap"
             groups.setdefault(heading, []).append(_label(entry))
+        elif entry.kind == mc.REMOTE and bridged(plan, entry) and not undo:
+            groups.setdefault("wrap remote", []).append(f"{_label(entry)} → {entry.detail}")
+        elif entry.kind == mc.REMOTE and undo:
+            groups.setdefault("NOT PROTECTED (remote, not wrapped)", []).append(
+                f"{_label(entry)} → {entry.detail}"
+            )
         elif entry.kind == mc.WRAPPED:
             groups.setdefault("restore" if undo else "already wrapped", []).append(_label(entry))
         elif entry.kind == mc.SHIMMED:
@@ -139,7 +148,10 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str
             )
             groups.setdefault(heading, []).append(_label(entry))
         elif entry.kind == mc.REMOTE:
-            groups.setdefault("remote, left alone", []).append(f"{_label(entry)} → {entry.detail}")
+            why = not_protected(plan, entry) or entry.detail
+            groups.setdefault("NOT PROTECTED (remote; the bridge cannot reach it)", []).append(
+                f"{_label(entry)}: {why}"
+            )
         else:
             groups.setdefault("skipped", []).append(f"{_label(entry)}: {entry.detail}")
     if not plan.entries:
@@ -157,6 +169,12 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str
                 f"  note: {entry.name} runs {command}, which is not there any more; "
                 f"`bouncerctl init --undo` then `bouncerctl init` points it at this installation"
             )
+    if not undo and any(entry.kind == mc.REMOTE and bridged(plan, entry) for entry in plan.entries):
+        lines.append(
+            "  note: a remote server runs through the bridge (bouncer-shim --url), which relays it like a "
+            "stdio server, so every call gets a verdict and every output is recorded; its headers go into "
+            "env, not onto the command line"
+        )
     if plan.changes and plan.location.caution:
         lines.append(f"  note: {plan.location.caution}")
     if plan.fmt == JSON_RECORD and not undo:

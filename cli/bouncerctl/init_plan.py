@@ -116,11 +116,41 @@ def read_config(location: Location, environ: Mapping[str, str]) -> Plan:
     return Plan(location, path, raw, text, doc, None, found, record, fmt, list(found))
 
 
+def bare_url(plan: Plan) -> str:
+    """The transport of a remote entry's bare ``url``: SSE for Gemini CLI, streamable HTTP elsewhere."""
+    return "sse" if plan.fmt == JSON_RECORD else "streamable-http"
+
+
+def bridged(plan: Plan, entry: mc.Entry) -> bool:
+    """A remote entry the shim's bridge can reach (wrapped like a stdio one)."""
+    if entry.kind != mc.REMOTE:
+        return False
+    value = plan.entry_value(entry)
+    if plan.fmt == TOML:
+        return isinstance(mcptoml.remote_target(value), mc.RemoteTarget)
+    return isinstance(mc.remote_target(value, bare_url=bare_url(plan)), mc.RemoteTarget)
+
+
+def not_protected(plan: Plan, entry: mc.Entry) -> str | None:
+    """Why `entry` stays unprotected whatever init does, or None (it is, or init can protect it)."""
+    if entry.kind != mc.REMOTE or bridged(plan, entry):
+        return None
+    value = plan.entry_value(entry)
+    if plan.fmt == TOML:
+        target = mcptoml.remote_target(value)
+    else:
+        target = mc.remote_target(value, bare_url=bare_url(plan))
+    return target if isinstance(target, str) else None
+
+
 def select(plan: Plan, servers: Sequence[str], undo: bool) -> None:
-    wanted = mc.WRAPPED if undo else mc.STDIO
     action = mc.UNWRAP if undo else mc.WRAP
     plan.entries = [entry for entry in plan.entries if not servers or entry.name in servers]
-    plan.changes = [mc.Change(e.block, e.name, action) for e in plan.entries if e.kind == wanted]
+    if undo:
+        chosen = [e for e in plan.entries if e.kind == mc.WRAPPED]
+    else:
+        chosen = [e for e in plan.entries if e.kind == mc.STDIO or bridged(plan, e)]
+    plan.changes = [mc.Change(e.block, e.name, action) for e in chosen]
 
 
 def _original(plan: Plan, change: mc.Change) -> str | None:
@@ -190,7 +220,7 @@ def rewrite(plan: Plan, shim: str, env: Mapping[str, str], undo: bool) -> None:
                 "format": "json",
                 "original": original,
             }
-    plan.rewrite = mc.apply(plan.doc, changes, shim, env, upstream=plan.fmt == JSON)
+    plan.rewrite = mc.apply(plan.doc, changes, shim, env, upstream=plan.fmt == JSON, bare_url=bare_url(plan))
 
 
 def record_written(plan: Plan, undo: bool) -> init_record.Record:

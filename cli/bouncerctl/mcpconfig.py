@@ -12,8 +12,11 @@ sits in the text, so a rewrite touches only the bytes of the entries concerned.
 Classifying. Each entry of a server block (``mcpServers``, VS Code's ``servers``, and Claude Code's
 per-project ``projects.<path>.mcpServers``) is one of: a stdio server (`STDIO`, has a ``command``),
 already wrapped (`WRAPPED`, has ``x-bouncer-upstream``), run through bouncer-shim by hand (`SHIMMED`),
-remote (`REMOTE`: a ``url``/``serverUrl``/``httpUrl`` or an HTTP/SSE ``type``; Bouncer cannot sit in
-front of those, they are listed and left alone) or something else (`UNUSABLE`, with the reason).
+remote (`REMOTE`: a ``url``/``serverUrl``/``httpUrl`` or an HTTP/SSE ``type``) or something else
+(`UNUSABLE`, with the reason). A remote entry is wrapped too when the shim's bridge speaks its
+transport (`remote_target`: streamable HTTP or the legacy HTTP+SSE); one it cannot bridge (a
+websocket, an IDE-only transport, a header computed by a helper program) stays as it is and is
+reported NOT PROTECTED with the reason (`unprotected`).
 
 Rewriting changes only the text of the entries concerned:
 - wrap: inside the entry, the value of ``command`` becomes the shim's absolute path and ``args``
@@ -25,6 +28,12 @@ Rewriting changes only the text of the entries concerned:
   entry's original text is appended, its continuation lines indented one level deeper. With
   ``upstream=False`` (a client whose schema rejects unknown keys) that member is left out: init keeps
   the original text in its undo record instead.
+- wrap a remote entry: its members that say where the server is (``type``, ``url``, ``serverUrl``,
+  ``httpUrl``, ``headers``) give way to ``command`` (the shim) and ``args`` (``["--name", NAME,
+  "--url", URL, "--transport", T]``); each header goes into ``env`` as ``BOUNCER_HEADER_<NAME>``
+  with its value as written (a ``${VAR}`` reference stays a reference, expanded by the client or
+  by the bridge), never onto the command line, where any local user could read it; a ``type``
+  becomes ``"stdio"``; the client's own settings stay; ``x-bouncer-upstream`` keeps the original.
 - unwrap: the entry's text is replaced by the text of its ``x-bouncer-upstream`` value with that
   level of indentation taken off again (or by `Change.original`, the record's text), so init then
   undo gives back the original bytes.
@@ -66,6 +75,19 @@ REMOTE_KEYS = ("url", "serverUrl", "httpUrl")
 REMOTE_TYPES = frozenset(
     {"http", "sse", "streamable-http", "streamableHttp", "ws", "websocket", "sse-ide", "ws-ide"}
 )
+
+# The transport each ``type`` names, for the bridge's --transport. Gemini CLI reads a bare ``url`` as
+# SSE and ``httpUrl`` as streamable HTTP; every other client's bare ``url`` is streamable HTTP.
+BRIDGED_TYPES = {
+    "http": "streamable-http",
+    "streamable-http": "streamable-http",
+    "streamableHttp": "streamable-http",
+    "sse": "sse",
+}
+# The environment variable prefix that carries one header to the bridge (see bouncer_shim.bridge).
+HEADER_ENV_PREFIX = "BOUNCER_HEADER_"
+# Members of a remote entry that say where and how to reach it: the wrapped entry does not keep them.
+REMOTE_MEMBERS = ("type", "url", "serverUrl", "httpUrl", "headers")
 
 STDIO = "stdio"
 WRAPPED = "wrapped"
@@ -170,6 +192,57 @@ def entries(value: Any, blocks: Iterable[Block]) -> list[Entry]:
     return found
 
 
+@dataclass(frozen=True)
+class RemoteTarget:
+    url: str
+    transport: str  # "streamable-http" or "sse"
+    headers: tuple[tuple[str, str], ...]
+
+
+def remote_target(entry: Any, *, bare_url: str = "streamable-http") -> RemoteTarget | str:
+    """How the bridge reaches a remote entry, or why it cannot (the reason, for NOT PROTECTED).
+
+    `bare_url`: the transport of a ``url`` with no ``type`` (``sse`` for Gemini CLI)."""
+    if not isinstance(entry, dict):
+        return "the entry is not an object"
+    kind = entry.get("type")
+    if "httpUrl" in entry:
+        key, transport = "httpUrl", "streamable-http"
+    elif "serverUrl" in entry:
+        key = "serverUrl"
+        transport = BRIDGED_TYPES.get(kind, "") if kind is not None else "streamable-http"
+    elif "url" in entry:
+        key, transport = "url", BRIDGED_TYPES.get(kind, "") if kind is not None else bare_url
+    else:
+        return f"type {kind} without a URL"
+    if not transport:
+        return f"the bridge does not speak type {kind!r}"
+    url = entry[key]
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return f"{key} is not an http(s) URL"
+    if kind is None and key != "httpUrl" and url.partition("?")[0].rstrip("/").endswith("/sse"):
+        transport = "sse"  # no type to go by: a path ending in /sse is the legacy transport's endpoint
+    if "command" in entry:
+        return f'both "command" and "{key}"'
+    headers = entry.get("headers", {})
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        return '"headers" is not an object of strings'
+    for extra in ("headersHelper", "oauth", "authProviderType"):
+        if extra in entry:
+            return f'"{extra}" (the client computes its credentials; the bridge cannot)'
+    if any(not name or "=" in name or "\x00" in name for name in headers):
+        return "a header name the environment cannot carry"
+    return RemoteTarget(url, transport, tuple(headers.items()))
+
+
+def unprotected(entry: Entry, *, bare_url: str = "streamable-http", value: Any = None) -> str | None:
+    """Why an entry stays NOT PROTECTED after init, or None: a remote entry the bridge cannot reach."""
+    if entry.kind != REMOTE:
+        return None
+    target = remote_target(value, bare_url=bare_url) if value is not None else entry.detail
+    return target if isinstance(target, str) else None
+
+
 # ---- the change, on values --------------------------------------------------------------------------
 
 
@@ -184,9 +257,25 @@ def added_env(entry: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str
     return {key: value for key, value in env.items() if key not in own}
 
 
+def remote_args(name: str, target: RemoteTarget) -> list[str]:
+    return ["--name", name, "--url", target.url, "--transport", target.transport]
+
+
+def header_env(target: RemoteTarget) -> dict[str, str]:
+    return {HEADER_ENV_PREFIX + key: value for key, value in target.headers}
+
+
 def wrap_value(
-    name: str, entry: dict[str, Any], shim: str, env: Mapping[str, str] = _NO_ENV, *, upstream: bool = True
+    name: str,
+    entry: dict[str, Any],
+    shim: str,
+    env: Mapping[str, str] = _NO_ENV,
+    *,
+    upstream: bool = True,
+    bare_url: str = "streamable-http",
 ) -> dict[str, Any]:
+    if classify(entry)[0] == REMOTE:
+        return _wrap_remote_value(name, entry, shim, env, upstream=upstream, bare_url=bare_url)
     wrapped: dict[str, Any] = {}
     for key, item in entry.items():
         if key == "command":
@@ -197,6 +286,29 @@ def wrap_value(
     extra = added_env(entry, env)
     if extra:
         wrapped["env"] = {**wrapped.get("env", {}), **extra}
+    if upstream:
+        wrapped[UPSTREAM_KEY] = copy.deepcopy(entry)
+    return wrapped
+
+
+def _wrap_remote_value(
+    name: str, entry: dict[str, Any], shim: str, env: Mapping[str, str], *, upstream: bool, bare_url: str
+) -> dict[str, Any]:
+    target = remote_target(entry, bare_url=bare_url)
+    assert isinstance(target, RemoteTarget)  # select() wraps only the remote entries the bridge reaches
+    wrapped: dict[str, Any] = {}
+    if "type" in entry:
+        wrapped["type"] = "stdio"
+    wrapped["command"] = shim
+    wrapped["args"] = remote_args(name, target)
+    for key, item in entry.items():
+        if key not in REMOTE_MEMBERS and key != "env":
+            wrapped[key] = copy.deepcopy(item)
+    own_env = entry.get("env")
+    own: dict[str, Any] = own_env if isinstance(own_env, dict) else {}
+    extra = {**header_env(target), **added_env(entry, env)}
+    if own or extra:
+        wrapped["env"] = {**copy.deepcopy(own), **extra}
     if upstream:
         wrapped[UPSTREAM_KEY] = copy.deepcopy(entry)
     return wrapped
@@ -217,10 +329,15 @@ def dropped_on_undo(
     if upstream is None:
         upstream = entry[UPSTREAM_KEY]
     assert upstream is not None
-    expected = {**entry, "env": {**upstream.get("env", {}), **added_env(upstream, env)}}
+    ignored = {"command", "args", UPSTREAM_KEY}
+    headers: dict[str, str] = {}
+    if classify(upstream)[0] == REMOTE:
+        ignored |= set(REMOTE_MEMBERS)
+        target = remote_target(upstream)
+        headers = header_env(target) if isinstance(target, RemoteTarget) else {}
+    expected = {**entry, "env": {**upstream.get("env", {}), **headers, **added_env(upstream, env)}}
     if not expected["env"]:
         del expected["env"]
-    ignored = {"command", "args", UPSTREAM_KEY}
     keys = (set(entry) | set(upstream)) - ignored
     return sorted(
         key
@@ -338,11 +455,44 @@ def _pair(key: str, value: str, colon: str) -> str:
     return json.dumps(key, ensure_ascii=False) + colon + json.dumps(value, ensure_ascii=False)
 
 
+def _wrap_remote_text(
+    doc: Document, name_member: Member, shim: str, env: Mapping[str, str], *, upstream: bool, bare_url: str
+) -> str:
+    """A remote entry's new text: the wrapped members in the entry's own layout, then the original."""
+    entry = name_member.value
+    original = doc.text[entry.start : entry.end]
+    name = json.loads(doc.text[name_member.key_start : name_member.key_end])
+    value = _wrap_remote_value(name, json.loads(doc.blanked[entry.start : entry.end]), shim, env,
+                               upstream=False, bare_url=bare_url)  # fmt: skip
+    layout = _layout(doc, entry)
+    members = [json.dumps(k, ensure_ascii=False) + layout.colon + json.dumps(v, ensure_ascii=False)
+               for k, v in value.items()]  # fmt: skip
+    if upstream:
+        members.append(json.dumps(UPSTREAM_KEY) + layout.colon + indent_more(original, layout.unit))
+    if layout.separator.startswith("," + doc.newline):
+        indent = layout.separator[1 + len(doc.newline) :]
+        closing = (
+            doc.newline + _indent_at(doc.text, entry.end - 1)
+            if _first_on_line(doc.blanked, entry.end - 1)
+            else ""
+        )
+        return "{" + doc.newline + indent + layout.separator.join(members) + closing + "}"
+    return "{" + layout.separator.join(members) + "}"
+
+
 def _wrap_text(
-    doc: Document, name_member: Member, shim: str, env: Mapping[str, str] = _NO_ENV, *, upstream: bool = True
+    doc: Document,
+    name_member: Member,
+    shim: str,
+    env: Mapping[str, str] = _NO_ENV,
+    *,
+    upstream: bool = True,
+    bare_url: str = "streamable-http",
 ) -> str:
     text = doc.text
     entry = name_member.value
+    if classify(json.loads(doc.blanked[entry.start : entry.end]))[0] == REMOTE:
+        return _wrap_remote_text(doc, name_member, shim, env, upstream=upstream, bare_url=bare_url)
     command = entry.member("command")
     assert command is not None  # classify() said STDIO
     args = entry.member("args")
@@ -405,6 +555,7 @@ def expected_value(
     env: Mapping[str, str] = _NO_ENV,
     *,
     upstream: bool = True,
+    bare_url: str = "streamable-http",
 ) -> Any:
     """The document's value with `changes` made. Only the containers on the way are copied."""
     value = dict(doc.value)
@@ -418,7 +569,9 @@ def expected_value(
             container = container[key]
         entry = container[change.name]
         if change.action == WRAP:
-            container[change.name] = wrap_value(change.name, entry, shim, env, upstream=upstream)
+            container[change.name] = wrap_value(
+                change.name, entry, shim, env, upstream=upstream, bare_url=bare_url
+            )
         elif change.original is not None:
             container[change.name] = parse(change.original).value
         else:
@@ -434,13 +587,14 @@ def apply(
     *,
     in_place: bool = True,
     upstream: bool = True,
+    bare_url: str = "streamable-http",
 ) -> Rewrite:
     """`changes` made to the document: in place if that gives the expected value, else re-serialised.
 
     `env`: variables each wrapped entry must carry (added to its ``env`` where it does not set them).
     `upstream` False: the original entry is not kept in the file (a client whose schema rejects unknown
     keys); init keeps its text in an undo record instead, and gives it back as `Change.original`."""
-    expected = expected_value(doc, changes, shim, env, upstream=upstream)
+    expected = expected_value(doc, changes, shim, env, upstream=upstream, bare_url=bare_url)
     if in_place:
         edits = []
         for change in changes:
@@ -449,7 +603,7 @@ def apply(
             if member is None:
                 break
             if change.action == WRAP:
-                new = _wrap_text(doc, member, shim, env, upstream=upstream)
+                new = _wrap_text(doc, member, shim, env, upstream=upstream, bare_url=bare_url)
             elif change.original is not None:
                 new = change.original
             else:

@@ -19,8 +19,14 @@ document in place (comments, quoting, key order and blank lines everywhere else 
 - unwrap: those values are parsed back from their text and put in place, the added keys removed
   (and an ``env`` table init created removed whole).
 
+A remote server (``url``: Codex speaks streamable HTTP) is wrapped through the shim's bridge:
+``url`` and its credentials (``bearer_token_env_var``, ``http_headers``, ``env_http_headers``) give
+way to ``command``, ``args`` (``["--name", NAME, "--url", URL, "--transport", "streamable-http"]``)
+and ``env`` entries ``BOUNCER_HEADER_<NAME>`` whose values name the variables (``${VAR}``) rather
+than hold secrets; the record keeps each removed key's TOML text, and undo puts them back.
+
 An entry is *wrapped* when it runs bouncer-shim and the record knows it; one that runs bouncer-shim
-without a record was set up by hand and is left alone. Streamable-HTTP servers (``url``) are remote.
+without a record was set up by hand and is left alone.
 """
 
 from __future__ import annotations
@@ -85,10 +91,67 @@ def _item(text: str) -> Any:
     return tomlkit.parse("v = " + text)["v"]
 
 
+# Keys of a Codex remote entry that say where it is and how to authenticate: the bridge takes them over.
+REMOTE_KEYS = ("url", "bearer_token_env_var", "http_headers", "env_http_headers")
+
+
+def remote_target(value: Any) -> mc.RemoteTarget | str:
+    """How the bridge reaches a Codex remote entry, or why it cannot."""
+    if not isinstance(value, Mapping):
+        return "the entry is not a table"
+    url = value.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return "url is not an http(s) URL"
+    if "command" in value:
+        return 'both "command" and "url"'
+    headers: dict[str, str] = {}
+    token = value.get("bearer_token_env_var")
+    if token is not None:
+        if not isinstance(token, str) or not token:
+            return "bearer_token_env_var is not a variable name"
+        headers["Authorization"] = "Bearer ${" + token + "}"
+    for key, quote in (("http_headers", False), ("env_http_headers", True)):
+        table = value.get(key, {})
+        if not isinstance(table, Mapping) or not all(isinstance(v, str) for v in table.values()):
+            return f"{key} is not a table of strings"
+        headers.update({k: "${" + v + "}" if quote else v for k, v in table.items()})
+    return mc.RemoteTarget(url, "streamable-http", tuple(headers.items()))
+
+
+def _wrap_remote(table: Any, name: str, shim: str, env: Mapping[str, str]) -> dict[str, Any]:
+    value = table.unwrap()
+    target = remote_target(value)
+    assert isinstance(target, mc.RemoteTarget)
+    removed = {key: table[key].as_string() for key in REMOTE_KEYS if key in table}
+    trails = {key: table.value.item(key).trivia.trail for key in removed}
+    for key in removed:
+        del table[key]
+    args = tomlkit.array()
+    args.extend(mc.remote_args(name, target))
+    table["command"] = shim
+    table["args"] = args
+    extra = {**mc.header_env(target), **mc.added_env(value, env)}
+    record: dict[str, Any] = {
+        "format": "toml-remote",
+        "removed": removed,
+        "trails": trails,
+        "env_added": list(extra),
+    }
+    record["env_created"] = bool(extra) and "env" not in table
+    if extra:
+        if "env" not in table:
+            table["env"] = tomlkit.inline_table()
+        for key, item in extra.items():
+            table["env"][key] = item
+    return record
+
+
 def wrap(doc: tomlkit.TOMLDocument, name: str, shim: str, env: Mapping[str, str]) -> dict[str, Any]:
     """Wrap one server in place; the undo record's entry for it."""
     table = doc[TOP_KEY][name]
     value = table.unwrap()
+    if mc.classify(value)[0] == mc.REMOTE:
+        return _wrap_remote(table, name, shim, env)
     record: dict[str, Any] = {
         "format": "toml",
         "command": table["command"].as_string(),
@@ -113,6 +176,9 @@ def unwrap(doc: tomlkit.TOMLDocument, name: str, record: Mapping[str, Any]) -> N
     """Put one server back as the record says it was. McpConfigError if the record does not fit."""
     table = doc[TOP_KEY][name]
     try:
+        if record.get("format") == "toml-remote":
+            _unwrap_remote(table, record)
+            return
         table["command"] = _item(record["command"])
         if record.get("args") is None:
             if "args" in table:
@@ -128,6 +194,24 @@ def unwrap(doc: tomlkit.TOMLDocument, name: str, record: Mapping[str, Any]) -> N
                     del env[key]
     except (KeyError, TypeError, tomlkit.exceptions.TOMLKitError) as exc:
         raise mc.RewriteError(f"{name}: the undo record does not fit this entry ({exc})") from None
+
+
+def _unwrap_remote(table: Any, record: Mapping[str, Any]) -> None:
+    for key in ("command", "args"):
+        if key in table:
+            del table[key]
+    env = table.get("env")
+    if record.get("env_created") and env is not None:
+        del table["env"]
+    elif env is not None:
+        for key in record.get("env_added", []):
+            if key in env:
+                del env[key]
+    trails = record.get("trails", {})
+    for key, text in record["removed"].items():
+        table[key] = _item(text)
+        if key in trails:
+            table.value.item(key).trivia.trail = trails[key]  # the line end it had (tomlkit adds none)
 
 
 def dumps(doc: tomlkit.TOMLDocument, like: str) -> str:

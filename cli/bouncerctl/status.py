@@ -9,7 +9,9 @@ later proves no record was cut from the end), the policy in force (its file, whe
 failed, the settings), tools whose pins need review (``new`` or ``changed``: calls to them are
 refused), the open approval codes, then each live session, named by its client (the clientInfo of
 the MCP initialize) and the client's pid, with its servers and verdict counts. Sessions whose servers
-have all disconnected have ended: they are counted in one line, not listed.
+have all disconnected have ended: they are counted in one line, not listed. Before the sessions,
+every server a known client config starts past the gate is named NOT PROTECTED, with the command
+that would protect it (`bouncerctl.unprotected`; read from the configs on this machine).
 
 ``--json`` prints the replies as they are, every session included (for scripts); without it the text
 is fitted to the terminal's width (`bouncerctl.term`: long values wrap under themselves, never cut).
@@ -19,6 +21,8 @@ ops on the same connection; a daemon that does not offer one is shown as "unknow
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -46,12 +50,15 @@ def status(as_json: bool) -> None:
             raise RequestFailed(f"bouncerd refused status: {exc.message}") from None
         review = _optional(client, "pins", "servers")
         pending = _optional(client, "pending", "pending") if "pending" in wire.OPS else None
+    from bouncerctl import unprotected
+
     body = {
         "daemon": reply.get("daemon", {}),
         "policy": reply.get("policy"),
         "pins_to_review": None if review is None else _to_review(review),
         "pending": pending,
         "sessions": reply.get("sessions", []),
+        "unprotected": [vars(item) for item in unprotected.find(os.environ, Path.cwd())],
     }
     if as_json:
         import json  # only here: the start-up of a plain `status` is what a person waits for
@@ -101,6 +108,12 @@ def render(body: dict[str, Any], width: int | None = None) -> str:
     rows.append(["review", _review_text(body.get("pins_to_review"))])
     rows.append(["approvals", _pending_text(body.get("pending"))])
     lines += term.table(rows, width)
+    if body.get("unprotected"):
+        lines.append("")
+    for item in body.get("unprotected") or []:
+        from bouncerctl.unprotected import Unprotected
+
+        lines += term.wrap(Unprotected(**item).line(), width)
     for session in live:
         lines += ["", *_session_lines(session, width)]
     if not sessions:

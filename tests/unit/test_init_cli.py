@@ -140,13 +140,28 @@ def test_undo_restores_every_file_byte_for_byte(home: Home) -> None:
     assert "restore" in result.stdout
 
 
-def test_remote_servers_are_listed_and_left_alone(home: Home) -> None:
+def test_remote_servers_are_wrapped_through_the_bridge_not_left_ungated(home: Home) -> None:
+    # The attack this closes: a hosted server (mail, issues, documents) that init left alone met no
+    # gate at all. Now it runs through `bouncer-shim --url`, and the original is kept for undo.
     result = run(home, "--yes")
-    assert "remote, left alone: sentry → https://mcp.sentry.dev/mcp" in result.stdout
+    assert "through the bridge" in result.stdout
+    assert "sentry → https://mcp.sentry.dev/mcp" in result.stdout
     assert "zapier → https://actions.zapier.com/mcp/KEY/sse" in result.stdout
     assert "skipped:" in result.stdout and 'broken: no "command"' in result.stdout
     mcp = json.loads(home.path("project/.mcp.json").read_text())
-    assert mcp["mcpServers"]["sentry"] == {"type": "http", "url": "https://mcp.sentry.dev/mcp"}
+    sentry = mcp["mcpServers"]["sentry"]
+    assert (sentry["type"], sentry["command"]) == ("stdio", str(home.shim))
+    assert sentry["args"] == [
+        "--name",
+        "sentry",
+        "--url",
+        "https://mcp.sentry.dev/mcp",
+        "--transport",
+        "streamable-http",
+    ]
+    assert sentry["x-bouncer-upstream"] == {"type": "http", "url": "https://mcp.sentry.dev/mcp"}
+    windsurf = json.loads(home.path(".codeium/windsurf/mcp_config.json").read_text())
+    assert windsurf["mcpServers"]["zapier"]["args"][-1] == "sse"  # a /sse endpoint with no type
 
 
 def test_server_option_limits_the_change_to_that_entry(home: Home) -> None:

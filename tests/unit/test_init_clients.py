@@ -108,7 +108,10 @@ def test_codex_toml_is_wrapped_and_undone_byte_for_byte(env: Env) -> None:
     path = env.write(".codex/config.toml", CODEX)
     result = env.run("--config", str(path), "--yes")
     assert result.exit_code == 0, result.output
-    assert "remote, left alone: web" in result.stdout
+    assert "through the bridge" in result.stdout and "web → https://x" in result.stdout
+    web = tomlkit.parse(path.read_text()).unwrap()["mcp_servers"]["web"]
+    assert web["args"] == ["--name", "web", "--url", "https://x", "--transport", "streamable-http"]
+    assert "url" not in web  # Codex would otherwise connect to it directly, past the gate
     fs = tomlkit.parse(path.read_text()).unwrap()["mcp_servers"]["fs"]
     assert fs["command"] == str(env.shim)
     assert fs["args"] == ["--name", "fs", "--", "npx", "-y", "srv"]

@@ -127,6 +127,9 @@ def report(
         raise ReportFailed(f"--tools: {exc}") from None
     if not files:
         sources.notes.insert(0, f"there is no audit log at {live} yet")
+    from bouncerctl import unprotected  # the client configs on this machine: what runs past the gate
+
+    sources.unprotected = [item.line() for item in unprotected.find(os.environ, Path.cwd())]
     filters = [
         text
         for text in (

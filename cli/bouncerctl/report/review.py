@@ -370,6 +370,9 @@ def build_pack(log: LogRead, sources: Sources, *, generated: str, filters: list[
                 "the policy in force is an earlier version than the file shown here: " + sources.reload_error,
             )
         )
+    for line in sources.unprotected:
+        subject, _, detail = line.removeprefix("NOT PROTECTED ").partition(": ")
+        findings.append(Finding("high", "NOT PROTECTED: a server runs past the gate", subject, detail))
     calls = log.summary.by_tool
     listed: set[tuple[str, str]] = set()
     views: list[_Tool] = []

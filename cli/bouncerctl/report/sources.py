@@ -59,6 +59,7 @@ class Sources:
     pins_known: bool = False
     notes: list[str] = field(default_factory=list)
     managed_file: str | None = None  # the administrator's managed policy, when one is installed
+    unprotected: list[str] = field(default_factory=list)  # NOT PROTECTED lines (bouncerctl.unprotected)
 
 
 class ToolsFileError(Exception):
