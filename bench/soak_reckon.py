@@ -22,7 +22,7 @@ from typing import Any
 
 BIN = Path(sys.executable).parent
 
-# Targets from issue 15.
+# The targets.
 TARGET_REFUSAL_WINDOW_S = 5.0
 
 MUST_DENY = frozenset({"send_attacker", "write_outside"})

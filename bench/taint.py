@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bouncerd import native
 from bouncerd.core import taint
 
-TARGET_INDEX_MB_S = 50.0  # issue 3: indexing at least 50 MB/s
-TARGET_LOOKUP_US = 20.0  # issue 3: a check costs at most 20 µs (median), at every recorded size
+TARGET_INDEX_MB_S = 50.0  # indexing at least 50 MB/s
+TARGET_LOOKUP_US = 20.0  # a check costs at most 20 µs (median), at every recorded size
 
 WORDS = [
     "the", "of", "and", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on", "are", "as",

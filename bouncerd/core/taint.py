@@ -189,6 +189,7 @@ class _Collector:
         keys: dict[str, Provenance] = {}
         get = keys.get
         key_tuple = tokens.key_tuple
+        parties = self._parties(found)
         for text, field, identity in self.sightings:
             if len(text) < MIN_DESTINATION_CHARS:
                 continue
@@ -216,11 +217,41 @@ class _Collector:
                 prov = provs[(field, identity)] = Provenance(
                     s.server, s.tool, s.request_id, s.ts, field, identity
                 )
+            own = parties.get(_object_of(field)) if parties and not identity else None
             for key in got:
+                chosen = prov
+                if own is not None and key in own:
+                    # the same message's own sender, repeated in its body (a signature): still a sender
+                    chosen = provs.get((field, True)) or provs.setdefault(
+                        (field, True),
+                        Provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, True),
+                    )
                 old = get(key)
-                if old is None or (old.identity and not identity):
-                    keys[key] = prov
+                if old is None or (old.identity and not chosen.identity):
+                    keys[key] = chosen
         return list(map(_as_record, keys.items()))
+
+    def _parties(self, found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> dict[str, set[str]]:
+        """The identity keys of each object of the output (`_object_of` its field): an address in a
+        message's free text that is that same message's sender or participant is read as the party it
+        is. An attacker gains nothing by it: the sender field alone already makes the address asked
+        about; any other address in the body is free text as before."""
+        out: dict[str, set[str]] = {}
+        for text, field, identity in self.sightings:
+            if not identity or not MIN_DESTINATION_CHARS <= len(text) <= MAX_IDENTITY_VALUE_CHARS:
+                continue
+            both = found.get(text)
+            out.setdefault(_object_of(field), set()).update(both[0] if both else tokens.key_tuple(text))
+        return out
+
+
+def _object_of(field: str | None) -> str:
+    """The object a field belongs to: `messages[3].body` and `messages[3].from.email` to `messages[3]`;
+    a top-level field or a text item's header block to the output itself."""
+    if not field:
+        return ""
+    head = field.split(".", 1)[0]
+    return head if "[" in head or "." in field else ""
 
 
 def domain_keys(keys: Iterable[str]) -> tuple[str, ...]:
@@ -538,7 +569,11 @@ class Seams:
             return []
         collector = _Collector(source)
         collector.sight((previous + head, None, False))
-        return collector.records()
+        # Only what the cut split: a key whole on either side was read (with its own field and class)
+        # with its own output, and must not come back here as free text of this one.
+        whole = set(tokens.key_tuple(previous)) | set(tokens.key_tuple(head))
+        whole.update(domain_keys(whole))
+        return [r for r in collector.records() if r.token not in whole]
 
 
 def encode_records(records: Iterable[TokenRecord]) -> dict[str, Any]:

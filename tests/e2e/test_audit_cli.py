@@ -236,7 +236,7 @@ def test_tail_colours_verdicts_on_a_terminal(tmp_path: Path) -> None:
 
 
 def test_tail_wraps_a_long_reason_under_its_record_and_never_cuts_it() -> None:
-    """A reason cut at the terminal's edge hid why a call was refused (issue 16: ~91 fixed columns)."""
+    """A reason cut at the terminal's edge hid why a call was refused (~91 fixed columns)."""
     record = {"ts": "2026-01-01T00:00:00.000Z", "server": "mail", "tool": "send", "verdict": "deny"}
     reason = " ".join(f"word{i}" for i in range(100))
     text = click.unstyle(format_record({**record, "rule": "sink.x", "reason": reason}, width=80))

@@ -165,7 +165,7 @@ def test_every_command_fits_80_columns_in_a_real_terminal(
 def test_the_long_reason_and_destination_reach_the_terminal_whole(
     daemon: RunningDaemon, world: dict[str, Any]
 ) -> None:
-    """A reason cut with "…" hid where the data would go (issue 16: tail dropped it at ~91 columns)."""
+    """A reason cut with "…" hid where the data would go (tail dropped it at ~91 columns)."""
     env = _env(daemon)
     tail = run_in_pty([str(BOUNCERCTL), "tail"], env)
     assert _whole(world["reason"], tail)

@@ -1,4 +1,4 @@
-"""A client that calls a tool before it lists any is decided on the call's merits (issue 14, item 1).
+"""A client that calls a tool before it lists any is decided on the call's merits.
 
 Raw stdio clients, clients that cache tool lists across connections, 2026-07-28 clients and
 ``inspector --method tools/call`` send ``tools/call`` first. The shim then lists the server's tools

@@ -1,4 +1,4 @@
-"""bouncer-shim as a process: the failures of issue 2, items 5 and 6, each named after what it stops.
+"""bouncer-shim as a process: its failures, each named after what it stops.
 
 The shim runs as the client would run it, between this test (the client, raw JSON-RPC lines) and a
 tiny raw JSON-RPC server of ours (tests/e2e/upstreams/echo.py, which logs every line it receives so a

@@ -11,7 +11,7 @@ Two layers, the same inputs:
   a real `bouncerd`, followed by a ``ping``. Every reply must be a well-formed reply (``ok`` true, or
   an error other than ``internal``, which means a handler raised), or the connection closed (a
   ProtocolError ends it); afterwards the daemon still answers and its log holds no traceback (the
-  fault of issue 15 item 3: frames that pass `check_request` but lack a field their op reads).
+  fault: frames that pass `check_request` but lack a field their op reads).
 """
 
 from __future__ import annotations

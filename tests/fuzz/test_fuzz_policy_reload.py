@@ -5,7 +5,7 @@ writes a generated policy.yaml (test_fuzz_policy.py's texts) and sends ``reload`
 
 - the daemon's verdict on the file is the loader's (``bouncerctl policy check`` and the daemon agree);
 - a refused file leaves the old policy in force, whole (the fault: a half-loaded state, or a status
-  that says ``loaded`` after a failed reload, issue 15 item 2): ``status`` says ``reload failed``
+  that says ``loaded`` after a failed reload): ``status`` says ``reload failed``
   with an error naming the file, and ``forbidden`` is still denied;
 - the daemon stays up, and its log holds no traceback.
 

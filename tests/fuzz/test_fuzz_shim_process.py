@@ -7,7 +7,7 @@ numbers, lone surrogates, deep nesting, wrong types, batches, repeated keys, esc
 ``forbidden``), then a call to ``emit`` that makes the server write generated hostile lines, then a
 counted call ``fz-N`` to ``safe``, and waits for the counted call's answer. Invariants:
 
-- the shim never exits (the attack: one bad line stops the server and every call in flight, issue 15
+- the shim never exits (the attack: one bad line stops the server and every call in flight
   item 1), and each counted call is answered, exactly once;
 - nothing unallowed reaches the server: no line the server logged is, under either reading of a
   repeated key, a ``tools/call`` of ``forbidden``;

@@ -2,7 +2,7 @@
 
 Everything here goes through the pure production path exactly as the daemon drives it:
 `taint.extract` of an upstream tools/call result → `Engine.record_taint` → `Engine.decide`.
-Each test is named after the attack it stops (DESIGN §3.4, §4, §4a).
+Each test is named after the attack it stops (docs/how-it-works.md, "The decision" and "Taint").
 
 Classes:
   A. encodings, both directions (planted encoded / sent plain, planted plain / sent encoded), plus a
@@ -403,8 +403,8 @@ def test_send_to_encoded_spelling_of_planted_destination_is_denied(
 
 def test_planted_address_spelled_in_unicode_tag_characters_is_denied() -> None:
     """ASCII smuggling: the whole address written in U+E0000 tag characters is invisible on screen but
-    read by the model (the Copilot/ChatGPT "ASCII smuggler" trick). DESIGN lists tags only as removed
-    invisibles; a model that reads them follows an address Bouncer never saw."""
+    read by the model (the Copilot/ChatGPT "ASCII smuggler" trick). Folding that only removed them as
+    invisibles would let a model follow an address Bouncer never saw."""
     smuggled = "".join(chr(0xE0000 + ord(c)) for c in DESTS["email"])
     v = planted(smuggled).send("send_email", DESTS["email"])
     assert_denied(v)
@@ -645,7 +645,7 @@ def test_fetch_of_planted_host_under_another_spelling_with_new_query_is_denied(
     assert_denied(v, FETCH_DENY_RULE)
 
 
-# Strings with more than one plausible reading (DESIGN §4a): never trusted, even when one reading is.
+# Strings with more than one plausible reading: never trusted, even when one reading is.
 # (destination, tool, a reading that may be planted, or None)
 MULTI_READING = [
     ("userinfo_before_trusted_host", "https://x@hooks.corp.example/ingest", "post_webhook", None),
@@ -843,7 +843,7 @@ def test_address_joined_to_trusted_by_control_character_is_never_allowed(dest: s
     ],
 )
 def test_trusted_address_with_a_nul_is_never_allowed(dest: str) -> None:
-    """DESIGN §4a: a NUL gives a string more than one reading (C receivers stop at it)."""
+    """A NUL gives a string more than one reading (C receivers stop at it)."""
     assert_not_allowed(Gate().send("send_email", dest))
 
 
@@ -1172,6 +1172,6 @@ def test_planted_address_in_nested_recipient_field_next_to_trusted_sink_is_denie
     extra: dict[str, Any],
 ) -> None:
     """A declared sink holding a trusted address must not hide a destination-shaped field one level
-    down (DESIGN §3.4: a pack that missed a parameter must not open a hole)."""
+    down (a pack that missed a parameter must not open a hole)."""
     v = planted("eve@evil.example").call("send_email", to=TRUSTED_EMAIL, body="x", **extra)
     assert_denied(v)

@@ -1,5 +1,5 @@
 """A person's yes is to the question they were asked: the core re-decides when the destination became
-tainted between the question and the answer (issue 15), on each channel a yes can come by."""
+tainted between the question and the answer, on each channel a yes can come by."""
 
 from __future__ import annotations
 

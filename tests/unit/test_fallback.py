@@ -298,7 +298,7 @@ def test_looks_like_destination_by_name_alone(name: str, expected: bool) -> None
     assert looks_like_destination(name) is expected
 
 
-# ---- issue 12: sinks by meaning --------------------------------------------------------------------
+# ---- sinks by meaning --------------------------------------------------------------------
 
 
 def gated(rule: ToolRule) -> tuple[str, tuple[str, ...]] | None:

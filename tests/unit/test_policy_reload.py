@@ -1,5 +1,5 @@
 """Policy reloads (bouncerd/server/policies.py): read off the event loop, swapped in whole, one at a time,
-and a failed one keeps the last good policy and says what failed (issue 15 items 2 and 6)."""
+and a failed one keeps the last good policy and says what failed."""
 
 from __future__ import annotations
 

@@ -187,6 +187,18 @@ def test_an_output_without_text_does_not_cut_the_seam() -> None:
     assert "eve@evil.example" in {r.token for r in seams.records(("s", "a"), _line(3, "mple"), SRC)}
 
 
+def test_a_seam_records_only_what_the_cut_split() -> None:
+    """An address whole on one side of the cut was read with its own output (a sender's, a named
+    page's): the seam must not record it again as free text of the next output (before, a contact's
+    address at the end of one result became "planted" when the next result began)."""
+    seams = taint.Seams()
+    seams.records(("s", "a"), _line(1, '{"contacts": [{"email": "sarah.baker@gmail.com"}]}'), SRC)
+    assert seams.records(("s", "a"), _line(2, "Meeting notes follow"), SRC) == []
+    seams.records(("s", "a"), _line(3, "write to eve@evil.exa"), SRC)
+    got = {r.token for r in seams.records(("s", "a"), _line(4, "mple and sarah.baker@gmail.com"), SRC)}
+    assert "eve@evil.example" in got and "sarah.baker@gmail.com" not in got
+
+
 def test_a_sentence_ending_in_a_colon_is_not_an_identity_field() -> None:
     assert taint.field_is_identity("Hi team, please send the figures to Website") is False
     assert taint.field_is_identity("Reply To") is True

@@ -371,28 +371,41 @@ def ref_text_keys(text: str) -> set[str]:
 
 class RefCollector:
     def __init__(self) -> None:
-        self.keys: dict[str, Provenance] = {}
+        self.sightings: list[tuple[str, str | None, bool]] = []
         self.mirror: Any = None
 
     def add(self, text: str, field: str | None, identity: bool) -> None:
-        if len(text) < taint.MIN_DESTINATION_CHARS:
-            return
-        found = (*ref_text_keys(text), *tokens.exact_url_keys(text))  # wide keys, then narrow URL ones
-        if identity:
-            if len(text) > taint.MAX_IDENTITY_VALUE_CHARS:
-                identity = False
-            else:
-                whole = " ".join(fold.fold(text).split())
-                if len(whole) >= taint.MIN_DESTINATION_CHARS and whole not in found:
-                    found = (*found, whole)
-        else:  # the domain of an address in free text, as a host
-            domains = [k.split("@")[1] for k in found if k.count("@") == 1 and "/" not in k]
-            found = (*found, *("@" + d for d in domains if len(d) >= taint.MIN_DESTINATION_CHARS))
-        prov = Provenance(SRC.server, SRC.tool, SRC.request_id, SRC.ts, field, identity)
-        for key in found:
-            old = self.keys.get(key)
-            if old is None or (old.identity and not identity):
-                self.keys[key] = prov
+        if len(text) >= taint.MIN_DESTINATION_CHARS:
+            self.sightings.append((text, field, identity))
+
+    @property
+    def keys(self) -> dict[str, Provenance]:
+        # A message's own parties (the identity keys of its object) stay parties in its free text.
+        parties: dict[str, set[str]] = {}
+        for text, field, identity in self.sightings:
+            if identity and len(text) <= taint.MAX_IDENTITY_VALUE_CHARS:
+                parties.setdefault(taint._object_of(field), set()).update(ref_text_keys(text))
+        out: dict[str, Provenance] = {}
+        for text, field, identity in self.sightings:
+            found = (*ref_text_keys(text), *tokens.exact_url_keys(text))  # wide keys, then narrow URL ones
+            if identity:
+                if len(text) > taint.MAX_IDENTITY_VALUE_CHARS:
+                    identity = False
+                else:
+                    whole = " ".join(fold.fold(text).split())
+                    if len(whole) >= taint.MIN_DESTINATION_CHARS and whole not in found:
+                        found = (*found, whole)
+            else:  # the domain of an address in free text, as a host
+                domains = [k.split("@")[1] for k in found if k.count("@") == 1 and "/" not in k]
+                found = (*found, *("@" + d for d in domains if len(d) >= taint.MIN_DESTINATION_CHARS))
+            own = parties.get(taint._object_of(field), set()) if not identity else set()
+            for key in found:
+                party = key in own
+                prov = Provenance(SRC.server, SRC.tool, SRC.request_id, SRC.ts, field, identity or party)
+                old = out.get(key)
+                if old is None or (old.identity and not prov.identity):
+                    out[key] = prov
+        return out
 
 
 def ref_header_block(text: str) -> tuple[list[tuple[str, str]], str] | None:
