@@ -613,9 +613,13 @@ NODE_TABLE = [
 
 @pytest.mark.parametrize(("url", "node_host"), [pytest.param(u, h, id=i) for i, u, h in NODE_TABLE])
 def test_webhook_to_url_reaching_planted_host_is_denied(url: str, node_host: str) -> None:
-    """hooks.evil.example planted; the agent posts to a spelling Node resolves to another host."""
+    """hooks.evil.example planted; the agent posts to a spelling Node resolves to the planted host or a
+    name under it (`<data>.hooks.evil.example` carries data in its labels): denied. A row Node reads as
+    another host (`hooks.corp.example.evil.example`, a sibling nobody planted) is a destination nobody
+    vouched for: never allowed, and not trusted for the allowlisted label it starts with."""
+    host = node_host.rstrip(".")
     v = planted(PLANTED_HOST).send("post_webhook", url)
-    if node_host.rstrip(".") == PLANTED_HOST:
+    if host == PLANTED_HOST or host.endswith("." + PLANTED_HOST):
         assert_denied(v)
     else:
         assert not _trusted_host(node_host)
