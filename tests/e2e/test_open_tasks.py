@@ -33,7 +33,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import RunningDaemon, short_home, spawn_daemon, wait_until_serving
+from daemons import RunningDaemon, short_home, spawn_daemon, wait_until_serving
 from harness import (
     Probe,
     audit_records,

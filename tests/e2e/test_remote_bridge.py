@@ -29,10 +29,10 @@ from harness import (
     normalise,
     shim_params,
 )
-from remote import EVERYTHING, bridge_params, direct_transport, everything_remote, fixture_remote
+from remotes import EVERYTHING, bridge_params, direct_transport, everything_remote, fixture_remote
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

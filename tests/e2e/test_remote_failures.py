@@ -18,10 +18,10 @@ import anyio
 import pytest
 from harness import audit_records, connect
 from mcp.shared.exceptions import MCPError
-from remote import REMOTE_FIXTURE, bridge_params, fixture_remote, free_port, remote_server
+from remotes import REMOTE_FIXTURE, bridge_params, fixture_remote, free_port, remote_server
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

@@ -24,7 +24,7 @@ from harness import ServerSpec, audit_records, blocked_text, connect, fixture_se
 from test_hooks import decision, no_objection, post, pre, run_hook
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

@@ -23,10 +23,10 @@ from bouncerctl.app import main
 from click.testing import CliRunner
 from harness import SHIM, audit_records, blocked_text, bouncer_env, connect
 from mcp import StdioServerParameters
-from remote import REMOTE_FIXTURE, free_port, remote_server
+from remotes import REMOTE_FIXTURE, free_port, remote_server
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

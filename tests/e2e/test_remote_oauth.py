@@ -32,10 +32,10 @@ import httpx2
 import pytest
 from harness import BIN, FIXTURE_SERVERS, audit_records, connect
 from mcp.shared.exceptions import MCPError
-from remote import bridge_params, free_port, remote_server
+from remotes import bridge_params, free_port, remote_server
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,7 @@ import sys
 import pytest
 import test_real_clients
 from harness import NPM_BIN, SHIM
-from remote import REMOTE_FIXTURE, free_port, remote_server
+from remotes import REMOTE_FIXTURE, free_port, remote_server
 from test_real_clients import Sandbox
 
 pytestmark = [

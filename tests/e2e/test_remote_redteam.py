@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 from harness import REPO, audit_records, connect, write_policy
-from remote import bridge_params, fixture_remote
+from remotes import bridge_params, fixture_remote
 
 sys.path.insert(0, str(REPO / "tests" / "security"))
 import test_gate_spellings as gates
 
 if TYPE_CHECKING:
-    from conftest import RunningDaemon
+    from daemons import RunningDaemon
 
 pytestmark = pytest.mark.e2e
 
@@ -100,7 +100,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 @pytest.fixture(scope="module")
 def gated() -> Iterator[RunningDaemon]:
     """One daemon under the red-team policy for every case (each case has a session of its own)."""
-    from conftest import short_home, spawn_daemon, wait_until_serving
+    from daemons import short_home, spawn_daemon, wait_until_serving
 
     home = short_home()
     write_policy(home, gates.POLICY)

@@ -93,9 +93,7 @@ def test_review_pack_lists_unprotected_servers_as_high_findings(daemon: Any, use
 
 
 def test_init_names_a_remote_server_it_cannot_bridge(daemon: Any, user_home: Path) -> None:
-    result = invoke(
-        daemon.home, user_home, "init", "--client", "cursor", "--yes", "--shim", str(SHIM)
-    )
+    result = invoke(daemon.home, user_home, "init", "--client", "cursor", "--yes", "--shim", str(SHIM))
     assert result.exit_code == 0, result.output
     flat = " ".join(result.stdout.split())
     assert (
