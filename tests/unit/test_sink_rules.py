@@ -56,14 +56,29 @@ def test_send_that_names_no_destination_is_asked_never_allowed(arguments: dict[s
     assert (twin.verdict, twin.rule) == ("allow", "sink.trusted")
 
 
-@pytest.mark.parametrize("arguments", [{"body": "hello there"}, {"to": "", "body": "x"}])
+@pytest.mark.parametrize(
+    "arguments", [{"body": "hello bob@partner.example"}, {"to": "", "note": "bob@partner.example"}]
+)
 def test_send_whose_destination_parameter_carries_nothing_judges_every_argument(
     arguments: dict[str, Any],
 ) -> None:
-    """No declared sink parameter carried anything: every argument is a destination, and none is
-    proven, so the call is asked about as `sink.ambiguous`."""
+    """No declared sink parameter carried anything: every argument that can name where data goes is a
+    destination (docs/how-it-works.md, "Which values are destinations"), and none is proven, so the
+    call is asked about as `sink.ambiguous`."""
     v = _send(_engine(), arguments)
     assert (v.verdict, v.rule) == ("ask", "sink.ambiguous")
+
+
+@pytest.mark.parametrize(
+    "arguments", [{"body": "hello there"}, {"to": "", "body": "x", "at": "2024-05-01 10:00"}]
+)
+def test_send_whose_arguments_name_no_place_at_all_is_asked_as_having_no_destination(
+    arguments: dict[str, Any],
+) -> None:
+    """Plain words, a date: nothing in the call can name a place, and a sending tool that names none
+    is asked (`sink.no_destination`), never allowed."""
+    v = _send(_engine(), arguments)
+    assert (v.verdict, v.rule) == ("ask", "sink.no_destination")
 
 
 def test_planted_destination_under_on_tainted_ask_is_asked_as_tainted_with_where_it_was_seen() -> None:
