@@ -196,7 +196,7 @@ class _Collector:
             both = found.get(text)
             if both is None:
                 got = key_tuple(text)
-                if "://" in text:
+                if "/" in text:  # a link, with a scheme or without one
                     got = (*got, *tokens.exact_url_keys(text))
                 both = found[text] = (got, domain_keys(got) if got else ())
             got = both[0]

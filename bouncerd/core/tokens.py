@@ -1008,6 +1008,42 @@ def exact_url_keys(text: str) -> list[str]:
                 if key is not None and key not in out:
                     out.append(key)
         at = text.find("://", end)
+    if "/" in text:
+        for key in bare_url_keys(text):
+            if key not in out:
+                out.append(key)
+    return out
+
+
+_BARE_HOST_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-")
+# The schemes a browser's address bar adds to a link written without one.
+BARE_URL_SCHEMES: Final = ("https://", "http://")
+
+
+def bare_url_keys(text: str) -> list[str]:
+    """The narrow keys of every link written without a scheme (`www.example-docs.com/shared/123`), as
+    the URLs a browser makes of it: with each scheme of `BARE_URL_SCHEMES` in front, byte for byte
+    past the host. Found from each "/" after a host name; a link with a scheme is `exact_url_keys`'."""
+    out: list[str] = []
+    at = text.find("/")
+    while at > 0:
+        start = at
+        while start > 0 and text[start - 1] in _BARE_HOST_CHARS:
+            start -= 1
+        host = text[start:at]
+        before = text[start - 1] if start > 0 else " "
+        if "." in host.strip(".") and before not in ":/@\\" and host_key(host.rstrip(".")) is not None:
+            m = _URL_TAIL.match(text, at)
+            end = m.end() if m is not None else at + 1
+            raw = text[start:end]
+            for spelling in (raw, raw.rstrip(_RAW_URL_TRAIL)) if raw[-1] in _RAW_URL_TRAIL else (raw,):
+                for scheme in BARE_URL_SCHEMES:
+                    key = exact_url_key(scheme + spelling)
+                    if key is not None and key not in out:
+                        out.append(key)
+            at = text.find("/", end)
+        else:
+            at = text.find("/", at + 1)
     return out
 
 
