@@ -168,7 +168,7 @@ class Engine:
         elif ev["ev"] == "unpin":
             self.servers.setdefault(ev["server"], ServerPins()).pins.pop(ev["tool"], None)
         elif ev["ev"] == "pin_window":
-            self.servers.setdefault(ev["server"], ServerPins()).open_until = ev["until"]
+            self.servers.setdefault(ev["server"], ServerPins()).apply_window(ev)
         elif ev["ev"] == "taint":
             self.index(ev["scope"]).add(taint.decode_records(ev["data"]))
         elif ev["ev"] == "taint_evicted":
@@ -209,8 +209,7 @@ class Engine:
                 out.append(pins.pin_snapshot(key, name, pin))
             for name, seen in sp.seen.items():
                 out.append(seen_event(key, name, seen))
-            if sp.open_until is not None:
-                out.append(PinWindowEvent(ev="pin_window", server=key, until=sp.open_until))
+            out.extend(pins.window_snapshot(key, sp))
         for scope, index in self.taint.items():
             records = [taint.TokenRecord(tok, prov) for tok, prov in index.items()]
             for i in range(0, len(records), SNAPSHOT_TAINT_CHUNK):
@@ -311,14 +310,15 @@ class Engine:
         *,
         client: str | None = None,
         session: str = "",
+        profile: str | None = None,
     ) -> tuple[PinReport, list[Event]]:
         """A server's tools/list: pin on first use, and journal every form its pin does not cover
         (`Seen`) so review does not depend on the server still being connected. `client` and
-        `session` say who saw the list."""
+        `session` say who saw the list, `profile` what that client can do (`pins.capability_profile`)."""
         events: list[Event] = []
         self._identities[server.name] = server
         report, listed, live, live_tools = pins.listing(
-            self.servers.get(server.key), server, tools, now, client, session
+            self.servers.get(server.key), server, tools, now, client, session, profile
         )
         for ev in listed:
             self._emit(events, ev)

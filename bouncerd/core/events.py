@@ -61,6 +61,9 @@ class PinWindowEvent(TypedDict):
     ev: Literal["pin_window"]
     server: str
     until: float | None  # None: the first-use window is closed
+    # The client capability profile (`pins.capability_profile`) this window is for, or that a server
+    # has now been listed to: a server may list more tools to a client that can do more.
+    profile: NotRequired[str]
 
 
 class TaintEvent(TypedDict):

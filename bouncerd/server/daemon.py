@@ -431,7 +431,12 @@ class Daemon:
         session, entry = caller.require_server()
         tools = [t for t in msg["tools"] if isinstance(t, dict)]
         report, events = self.engine.tools_listed(
-            entry.identity, tools, time.time(), client=session.client.name, session=session.key
+            entry.identity,
+            tools,
+            time.time(),
+            client=session.client.name,
+            session=session.key,
+            profile=pins.capability_profile(session.client.capabilities),
         )
         self._journal_events(events)
         entry.tools = len(tools)
