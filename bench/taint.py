@@ -1,6 +1,7 @@
 """Taint index benchmark: indexing throughput, lookup latency and memory as recorded output grows.
 
 Run:  .venv/bin/python bench/taint.py [--sizes 1,10,100] [--lookups 20000] [--seed 1]
+      VENV/bin/python bench/taint.py --installed     # the bouncerd that VENV has installed (a wheel)
 
 The data is generated deterministically (a seeded PRNG): mail-like tool results, half as JSON (text
 content plus structuredContent, as real servers send both), half as plain text with a header block;
@@ -13,6 +14,8 @@ payloads (their serialised form), timed the same way in the same run, so the fig
 relative to the machine and its load. Figures are printed, never asserted; the last lines say
 whether the issue's targets are met. The first line names the scanner measured: the mypyc build when
 scripts/setup made one (bouncerd/native.py), else the source; `BOUNCER_PURE=1` measures the source.
+By default it measures this checkout; `--installed` measures the bouncerd the running interpreter has
+installed (what `pip install .` gave, compiled in the wheel or not), and the first line says where.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if "--installed" not in sys.argv[1:]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import bouncerd
 from bouncerd import native
 from bouncerd.core import taint
 
@@ -152,10 +157,13 @@ def main() -> None:
     ap.add_argument(
         "--max-keys", type=int, default=taint.MAX_KEYS, help="index bound (smaller: see eviction)"
     )
+    ap.add_argument(
+        "--installed", action="store_true", help="measure the installed bouncerd, not this checkout's"
+    )
     args = ap.parse_args()
     sizes = [float(s) for s in args.sizes.split(",")]
     # which scanner runs: compiled (scripts/setup built it), or the source (BOUNCER_PURE=1 forces it)
-    print(f"scanner: {native.implementation()}")
+    print(f"scanner: {native.implementation()} ({Path(bouncerd.__file__).parent})")
 
     corpus = Corpus(args.seed)
     index = taint.TaintIndex(max_keys=args.max_keys)
