@@ -2,6 +2,7 @@
 
     python3 scripts/wheel_check.py              # both installs below, then the figures
     python3 scripts/wheel_check.py --keep DIR   # keep the venvs and wheel in DIR (else a temp dir)
+    python3 scripts/wheel_check.py --python python3.13   # venvs of another interpreter
 
 1. With the C compiler this interpreter was built with: `pip wheel --no-deps .` from a fresh venv
    (pip's isolated build: nothing of the checkout's .venv), then `pip install` of that wheel into
@@ -62,6 +63,11 @@ for msg in messages:
 """
 
 
+INTERPRETER = (
+    "import sys; print(sys.version.split()[0], sys.implementation.cache_tag.replace('cpython-', 'cp'))"
+)
+
+
 class Check:
     def __init__(self) -> None:
         self.failures: list[str] = []
@@ -88,8 +94,8 @@ def run(
     return out, wall, cpu
 
 
-def venv(where: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)  # noqa: S603
+def venv(where: Path, interpreter: str) -> Path:
+    subprocess.run([interpreter, "-m", "venv", str(where)], check=True)  # noqa: S603
     return where / "bin" / "python"
 
 
@@ -117,6 +123,7 @@ def answers(python: Path, env: dict[str, str], cwd: Path) -> tuple[dict[str, str
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", type=Path, help="keep the venvs and the wheel here")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter of the venvs")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bouncer-wheel-check-")) if args.keep is None else args.keep
     base.mkdir(parents=True, exist_ok=True)
@@ -127,8 +134,9 @@ def main() -> int:
     home = base / "home"  # doctor's state and config: never the real home's
     user_env = {**env, "BOUNCER_HOME": str(home), "HOME": str(home)}
     try:
-        print(f"1. with a C compiler ({sys.version.split()[0]})")
-        builder = venv(base / "build")
+        builder = venv(base / "build", args.python)
+        version, tag = run([str(builder), "-c", INTERPRETER], env=env)[0].split()
+        print(f"1. with a C compiler (Python {version})")
         wheels = base / "wheels"
         out, build_wall, build_cpu = run(
             [str(builder), "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), str(ROOT)], env=env
@@ -136,9 +144,8 @@ def main() -> int:
         built = sorted(wheels.glob("bouncer-*.whl"))
         check.that(len(built) == 1, f"pip wheel made one wheel: {[w.name for w in built]}")
         wheel = built[0]
-        tag = sys.implementation.cache_tag.replace("cpython-", "cp")
         check.that(f"-{tag}-{tag}-" in wheel.name, f"the wheel is for this interpreter: {wheel.name}")
-        target = venv(base / "compiled")
+        target = venv(base / "compiled", args.python)
         _, install_wall, install_cpu = run([str(target), "-m", "pip", "install", str(wheel)], env=env)
         line = doctor(target, user_env)
         check.that(line.startswith("ok") and "compiled" in line, f"doctor: {line.strip()}")
@@ -146,8 +153,11 @@ def main() -> int:
         check.that(got["implementation"].startswith("compiled"), f"the scanner that ran: {got}")
         check.that(str(base) in got["at"], "the installed bouncerd ran, not the checkout's")
         pure_env = {**user_env, "BOUNCER_PURE": "1", "PYTHONPATH": str(ROOT)}
-        want, source = answers(Path(sys.executable), pure_env, base)
-        check.that(want["implementation"].startswith("pure"), f"the reference: {want}")
+        want, source = answers(target, pure_env, base)  # the checkout first on the path, pure
+        check.that(
+            want["implementation"].startswith("pure") and str(ROOT) in want["at"],
+            f"the reference, the checkout's pure source: {want}",
+        )
         differ = [i for i, (a, b) in enumerate(zip(installed, source, strict=False)) if a != b]
         check.that(
             len(installed) == len(source) and not differ,
@@ -157,7 +167,7 @@ def main() -> int:
 
         print("2. without a C compiler (CC names no program)")
         no_cc = {**env, "CC": MISSING_CC}
-        plain = venv(base / "pure")
+        plain = venv(base / "pure", args.python)
         out, pure_wall, pure_cpu = run([str(plain), "-m", "pip", "install", "-v", str(ROOT)], env=no_cc)
         check.that("no C compiler" in out, "the build said why it stayed pure Python")
         check.that("py3-none-any" in out, "pip built the pure wheel (py3-none-any)")
