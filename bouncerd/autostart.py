@@ -39,6 +39,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from bouncerd.atomicfile import write_atomically
 from bouncerd.errors import BouncerError
 from bouncerd.paths import Paths, ensure_private_dir
 
@@ -301,14 +302,7 @@ def read_record(paths: Paths) -> tuple[int, float, int | None]:
 
 
 def write_record(paths: Paths, starts: int, now: float, pid: int) -> None:
-    path = paths.runtime / STARTS_NAME
-    tmp = path.with_name(f"{STARTS_NAME}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, f"{starts} {now:.6f} {pid}\n".encode("ascii"))
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_atomically(paths.runtime / STARTS_NAME, f"{starts} {now:.6f} {pid}\n".encode("ascii"))
 
 
 def mark_healthy(paths: Paths) -> None:
