@@ -9,19 +9,56 @@ key from the same spelling the same way, or a planted address goes unmatched. So
 lives here, and so do the shapes whose spellings two sides must agree on; each module imports them
 and none writes its own.
 
-The shapes (in folded text; "word characters" are Unicode's):
-
-- e-mail address: `EMAIL_LOCAL` `@` `EMAIL_DOMAIN` (a local part of word characters, `.`, `+`, `'`,
-  `-`; a domain of two or more labels). Its key is `email_key` (the `+tag` and Gmail dots removed,
-  the domain keyed as a host); the narrow (trust) side folds only the mailbox part the same way
-  (`mailbox_key`) and keeps look-alike hosts apart (`canon.domain_key`).
-- URL (`URL`: scheme, `//`, optional userinfo, host, port, path, query, fragment) and host with a
-  path (`HOSTPATH`): keys from `url_keys`; a host alone from `host_key`/`host_keys`; IP literals read
-  as WHATWG reads them (`ipv4_number_host`, `ipv6_keys`).
-- phone (`phone_keys`), IBAN (`iban_key`, `iban_shaped_key`), code repository (`repo_key`,
-  `code_host_repo`).
-- an e-mail address's domain as a host: `DOMAIN_PREFIX` + host (`domain_keys`).
-- a URL as written (`exact_url_key`, `EXACT_PREFIX`): the narrow key the fetch gate allows on.
+The shapes and their keys (all in folded form; keys shorter than `MIN_KEY_CHARS` are dropped; how
+each is found in text is `tokens`'):
+- **e-mail** (`EMAIL_LOCAL` `@` `EMAIL_DOMAIN`): `local@domain`; `+tag` removed (the key of
+  `a+tag@x.com` is `a@x.com`: the tag reaches the same mailbox); Gmail dots removed; the domain keyed
+  as a host (`email_key`). The domain of an address is not a host token of its own (`domain_keys`
+  records it as `@x.com`, for free text only, so a send to another mailbox at `x.com` never matches
+  it). Each address of a `mailto:` list (`mailto:a@x.com,b@y.com?cc=c@z.com`) is one: `,` and `;`
+  are delimiters, and `:` or `=` before a local part ends the token before it.
+- **URL** (`scheme://…`, `//host/…`, or `host/path`; `smb://` and `file://` too): the host, the host
+  without `www.`, the host with its first `MAX_PATH_PREFIX_SEGMENTS` path segments, and the whole URL
+  without its scheme (default ports dropped, percent-decoded, dot segments resolved); keys longer than
+  `MAX_KEY_CHARS` end in a digest. In a URL with a scheme, a host that `host_key` rejects or that has
+  no dot is read as the WHATWG URL standard reads a host that ends in a number (`ipv4_number_host`):
+  at most four parts in decimal, `0x` hex or leading-`0` octal, the last filling the remaining bytes,
+  so `http://0x7f.0.0.1/`, `http://2130706433/` and `http://127.1/` have the host key `127.0.0.1`. An
+  IPv6 host (`http://[2001:DB8:0::1]:8080/`) is keyed as WHATWG serialises it, in brackets
+  (`[2001:db8::1]`: RFC 5952, hex groups only, so `[::ffff:10.0.0.1]` is `[::ffff:a00:1]`), and an
+  IPv4-mapped one also by its IPv4 address (`10.0.0.1`).
+- **host** (`evil.com`, `10.0.0.1`): the host (and its `www.`-less form); the last label must not be
+  numeric and must have two characters, unless the host is an IPv4 address in dotted decimal (outside
+  a URL, `3.14` is a number, not a host).
+- **IPv6 address** written bare (`2001:db8::1`, `::ffff:10.0.0.1`, the full eight-group form): the
+  keys of the same address as a URL host. A token is tried only if it has `::` or four groups in a
+  row (`10:00:00` is a time), is at most `IPV6_MAX_CHARS` long and has a digit (`std::map` is code).
+- **code repository** (`owner/repo`): a chunk that is exactly two names joined by one `/`, the owner
+  `[a-z0-9][a-z0-9_-]*` (a dotted one is a host: `host/path`), the repository `[a-z0-9][a-z0-9_.-]*`
+  without `..`, each at most `REPO_MAX_NAME` characters; not a media type (`text/html`,
+  `multipart/form-data`: `MEDIA_TYPES`), not two numbers (`24/7`), and not two plain words of which
+  one is shorter than `REPO_PLAIN_MIN_NAME` letters (`and/or`, `yes/no`, `his/her`); dates have two
+  slashes. The key is the lower-case `owner/repo`. A URL on a code host (`CODE_HOSTS`:
+  `github.com/owner/repo/…`, `api.github.com/repos/owner/repo`) and an scp-style git remote
+  (`git@github.com:owner/repo.git`) add their `owner/repo` too (`.git` removed). Trade-off: two long
+  plain words (`read/write`, `date/time`) and one-level relative paths (`debian/rules`,
+  `src/main.py`) are keys as well (measured: 50-600 a MB in documentation text, none in mail-like
+  text); a key costs memory, and a question only if that exact string is later a destination.
+- **phone** (8–15 digits, separators `space ( ) . - /`): the digits, and national forms (1–3 digits of
+  country code dropped from a `+`/`00` number, the trunk `0` dropped from a national one). Runs shaped
+  like dates (`2026-05-09`) are not phones.
+- **IBAN** (`iban_shaped_key`): two letters, two digits, then letters and digits, `IBAN_MIN_CHARS` to
+  `IBAN_MAX_CHARS` in all, optionally grouped by single spaces (`DE89 3704 0044 0532 0130 00`), as a
+  whole token; compact, lower case. A mod-97-valid one is always a key. One that fails the checksum
+  (AgentDojo's `US133000000121212121212`, a mistyped account) is a key when the part after the check
+  digits has a run of `IBAN_MIN_DIGIT_RUN` digits (every national format's bank or account number
+  does) and its letters are not all `a`–`f` (that is a hex digest: `ab12cdef34567890…`). The country
+  code is not checked against the registry (AgentDojo writes `US` and `UK`). The scan finds an IBAN
+  from its first 8-digit run (or two 4-digit groups), at most `IBAN_SCAN_BACK` characters in.
+  Trade-off: a mistyped IBAN whose bank code has only the letters a–f is missed (its bank would
+  refuse it too); an order number shaped like an IBAN (`PO12 3456 7890 1234`) becomes a key.
+- **an address's domain as a host**: `DOMAIN_PREFIX` + host (`domain_keys`, above).
+- **a URL as written** (`exact_url_key`, `EXACT_PREFIX`): the narrow key the fetch gate allows on.
 
 Intended asymmetries between the sides, each on purpose:
 

@@ -13,58 +13,13 @@ already read (only `owner/repo` can be a key there); UNC paths are found from th
 runs (phones, IBANs) and platform ids are found in the same mask with one literal-prefixed pattern,
 only where a digit appears.
 
-Token classes and their keys (all in folded form; keys shorter than `MIN_KEY_CHARS` are dropped). The
-shapes and the key functions are `shapes`' (the argument side and the shell reader use the same ones);
-this module finds the tokens in text:
-- **e-mail**: `local@domain`; `+tag` removed (the key of `a+tag@x.com` is `a@x.com`: the tag reaches
-  the same mailbox); Gmail dots removed; the domain keyed as a host. The domain of an address is not a
-  host token of its own here (`shapes.domain_keys` records it as `@x.com`, for free text only, so a send
-  to another mailbox at `x.com` never matches it). Each address of a `mailto:` list
-  (`mailto:a@x.com,b@y.com?cc=c@z.com`) is one: `,` and `;` are delimiters, and `:` or `=` before a
-  local part ends the token before it.
-- **URL** (`scheme://…`, `//host/…`, or `host/path`; `smb://` and `file://` too): the host, the host
-  without `www.`, the host with its first `MAX_PATH_PREFIX_SEGMENTS` path segments, and the whole URL
-  without its scheme (default ports dropped, percent-decoded, dot segments resolved); keys longer than
-  `MAX_KEY_CHARS` end in a digest. In a URL with a scheme, a host that `host_key` rejects or that has
-  no dot is read as the WHATWG URL standard reads a host that ends in a number (`ipv4_number_host`):
-  at most four parts in decimal, `0x` hex or leading-`0` octal, the last filling the remaining bytes,
-  so `http://0x7f.0.0.1/`, `http://2130706433/` and `http://127.1/` have the host key `127.0.0.1`. An
-  IPv6 host (`http://[2001:DB8:0::1]:8080/`) is keyed as WHATWG serialises it, in brackets
-  (`[2001:db8::1]`: RFC 5952, hex groups only, so `[::ffff:10.0.0.1]` is `[::ffff:a00:1]`), and an
-  IPv4-mapped one also by its IPv4 address (`10.0.0.1`).
-- **host** (`evil.com`, `10.0.0.1`): the host (and its `www.`-less form); the last label must not be
-  numeric and must have two characters, unless the host is an IPv4 address in dotted decimal (outside
-  a URL, `3.14` is a number, not a host).
-- **IPv6 address** written bare (`2001:db8::1`, `::ffff:10.0.0.1`, the full eight-group form): the
-  keys of the same address as a URL host. A token is tried only if it has `::` or four groups in a
-  row (`10:00:00` is a time), is at most `IPV6_MAX_CHARS` long and has a digit (`std::map` is code).
+Token classes and their keys (all in folded form; keys shorter than `MIN_KEY_CHARS` are dropped): the
+e-mail, URL, host, IPv6, repository, phone and IBAN shapes and their keys are `shapes`' (its docstring
+says what each key is; the argument side and the shell reader use the same ones). This module finds
+them in text, and these, which only output has:
 - **UNC path** (`\\\\evil.example\\share\\file`, starting a token): the keys of the URL
   `//evil.example/share/file`. A host without a share (`"\\\\n"` in escaped code) is not one, nor is
   a `\\\\` after a drive letter (`c:\\\\users`). A single-label host counts (`\\\\nas01\\share`).
-- **code repository** (`owner/repo`): a chunk that is exactly two names joined by one `/`, the owner
-  `[a-z0-9][a-z0-9_-]*` (a dotted one is a host: `host/path`), the repository `[a-z0-9][a-z0-9_.-]*`
-  without `..`, each at most `REPO_MAX_NAME` characters; not a media type (`text/html`,
-  `multipart/form-data`: `MEDIA_TYPES`), not two numbers (`24/7`), and not two plain words of which
-  one is shorter than `REPO_PLAIN_MIN_NAME` letters (`and/or`, `yes/no`, `his/her`); dates have two
-  slashes. The key is the lower-case `owner/repo`. A URL on a code host (`CODE_HOSTS`:
-  `github.com/owner/repo/…`, `api.github.com/repos/owner/repo`) and an scp-style git remote
-  (`git@github.com:owner/repo.git`) add their `owner/repo` too (`.git` removed). Trade-off: two long
-  plain words (`read/write`, `date/time`) and one-level relative paths (`debian/rules`,
-  `src/main.py`) are keys as well (measured: 50-600 a MB in documentation text, none in mail-like
-  text); a key costs memory, and a question only if that exact string is later a destination.
-- **phone** (8–15 digits, separators `space ( ) . - /`): the digits, and national forms (1–3 digits of
-  country code dropped from a `+`/`00` number, the trunk `0` dropped from a national one). Runs shaped
-  like dates (`2026-05-09`) are not phones.
-- **IBAN** (`iban_shaped_key`): two letters, two digits, then letters and digits, `IBAN_MIN_CHARS` to
-  `IBAN_MAX_CHARS` in all, optionally grouped by single spaces (`DE89 3704 0044 0532 0130 00`), as a
-  whole token; compact, lower case. A mod-97-valid one is always a key. One that fails the checksum
-  (AgentDojo's `US133000000121212121212`, a mistyped account) is a key when the part after the check
-  digits has a run of `IBAN_MIN_DIGIT_RUN` digits (every national format's bank or account number
-  does) and its letters are not all `a`–`f` (that is a hex digest: `ab12cdef34567890…`). The country
-  code is not checked against the registry (AgentDojo writes `US` and `UK`). The scan finds an IBAN
-  from its first 8-digit run (or two 4-digit groups), at most `IBAN_SCAN_BACK` characters in.
-  Trade-off: a mistyped IBAN whose bank code has only the letters a–f is missed (its bank would
-  refuse it too); an order number shaped like an IBAN (`PO12 3456 7890 1234`) becomes a key.
 - **platform id** (Slack user, channel and team ids: `U04ABCDEF12`, `C0123ABCD`, `T0G9PQBBK`): one of
   `PLATFORM_ID_TYPES` (u, c, w, g, t, d), a digit (every id Slack issues has one there), then letters
   and digits, `PLATFORM_ID_MIN_CHARS` to `PLATFORM_ID_MAX_CHARS` in all, with at least two digits and
