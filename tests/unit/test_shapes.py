@@ -7,6 +7,8 @@ difference is pinned here with the attack or the false match it is there for.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bouncerd.core import canon, shapes, shell_destinations, tokens
@@ -78,7 +80,12 @@ def test_the_domain_of_a_planted_address_is_a_host_key_only_for_addresses_asymme
 
 @pytest.mark.parametrize(
     "url_arg",
-    ["https://evil.example/a", "//evil.example/x", "https://EVIL.example./a?b=c#d", "http://[2001:db8::1]:8080/"],
+    [
+        "https://evil.example/a",
+        "//evil.example/x",
+        "https://EVIL.example./a?b=c#d",
+        "http://[2001:db8::1]:8080/",
+    ],
 )
 def test_every_url_the_output_side_reads_as_a_whole_token_the_argument_side_reads_too_asymmetry_6(
     url_arg: str,
@@ -97,3 +104,19 @@ def test_the_plain_fast_path_admits_only_what_the_address_shape_reads() -> None:
     for written in ["ann@corp.example", "a.b-c_d+tag@mail.corp-x.example", "x9@y.co"]:
         assert canon._PLAIN.fullmatch(written) is not None
         assert shapes.EMAIL_DESTINATION.fullmatch(written) is not None
+
+
+def test_the_address_and_domain_shapes_are_written_only_in_shapes() -> None:
+    """One grammar: a module that wrote its own copy of the address shape would drift from the other
+    side (the e-mail shape used to be written four times, with differences nobody marked)."""
+    root = Path(__file__).resolve().parents[2]
+    local_part, domain = "[\\w.+'-]", "[\\w-]+(?:\\.[\\w-]+)+"
+    copies = [
+        str(path.relative_to(root))
+        for folder in ("bouncerd", "shim", "cli")
+        for path in (root / folder).rglob("*.py")
+        if path.name != "shapes.py" and (local_part in (text := path.read_text()) or domain in text)
+    ]
+    assert copies == []
+    shapes_source = (root / "bouncerd" / "core" / "shapes.py").read_text()
+    assert local_part in shapes_source and domain in shapes_source
