@@ -10,17 +10,17 @@ the old file or the new one, never half of one. `InitError` is the one error ini
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import itertools
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
 import click
+
+from bouncerd import atomicfile
 
 EXIT_FAILED = 1
 
@@ -123,25 +123,5 @@ def backup(path: Path, data: bytes, mode: int, now: datetime) -> Path:
 
 
 def write_atomically(path: Path, data: bytes, like: os.stat_result) -> None:
-    """Replace `path` with `data`: temp file in the same directory, fsync, rename; mode (and owner) kept."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".bouncer-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fchmod(fh.fileno(), like.st_mode & 0o7777)
-            if like.st_uid != os.getuid() or like.st_gid != os.getgid():
-                with contextlib.suppress(OSError):  # only root can give a file away; others keep theirs
-                    os.fchown(fh.fileno(), like.st_uid, like.st_gid)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # the rename itself durable; not every filesystem allows this
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    """Replace `path` with `data` atomically (`bouncerd.atomicfile`), its mode (and owner) kept."""
+    atomicfile.write_atomically(path, data, mode=like.st_mode & 0o7777, owner=(like.st_uid, like.st_gid))

@@ -27,13 +27,13 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bouncerctl.init_files import InitError
+from bouncerd.atomicfile import write_atomically
 from bouncerd.errors import UnsafeDirectoryError
 from bouncerd.paths import ensure_private_dir, resolve
 
@@ -117,17 +117,7 @@ def save(environ: Mapping[str, str], record: Record) -> None:
     body = json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8")
     try:
         ensure_private_dir(where.parent)
-        fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".undo.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, where)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        write_atomically(where, body)
     except (OSError, UnsafeDirectoryError) as exc:
         raise InitError(f"{where}: cannot write init's undo record: {exc}") from None
 
