@@ -12,6 +12,8 @@ record or the new one). A record holds:
   whatever the format (JSON, JSONC, TOML, a one-line settings.json). ``original`` is None when there is
   no such chain (the file had wrapped entries that no record explains, or was undone in part);
   ``absent`` says the file did not exist before (Claude Code's settings.json: undo removes it again);
+- ``named``: the file was named with ``init --config`` (a client init does not know by itself): it is
+  remembered, so a plain ``init --undo``, ``doctor`` and ``status`` find it (`remembered`);
 - ``entries``: per server, keyed by server block + name, what a client whose schema rejects unknown
   keys (Gemini CLI, Codex) cannot keep in its own file: the entry's original text (JSON) or the
   original ``command``/``args`` tokens and the ``env`` keys init added (TOML). Undo uses them when the
@@ -50,6 +52,7 @@ class Record:
     written: str | None = None
     absent: bool = False
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    named: bool = False  # named with --config: found again by `remembered`
 
     def empty(self) -> bool:
         return self.original is None and not self.absent and not self.entries
@@ -94,7 +97,8 @@ def load(environ: Mapping[str, str], path: Path) -> Record:
                 raise ValueError(f'"{name}" is not a string')
         if not isinstance(entries, dict) or not all(isinstance(v, dict) for v in entries.values()):
             raise ValueError('"entries" is not an object of objects')
-        return Record(real, original, written, data.get("absent") is True, entries)
+        named = data.get("named") is True
+        return Record(real, original, written, data.get("absent") is True, entries, named)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InitError(f"{where}: init's undo record is damaged ({exc}); move it away to go on") from None
 
@@ -113,6 +117,7 @@ def save(environ: Mapping[str, str], record: Record) -> None:
         "written": record.written,
         "absent": record.absent,
         "entries": record.entries,
+        "named": record.named,
     }
     body = json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8")
     try:
@@ -130,6 +135,26 @@ def save(environ: Mapping[str, str], record: Record) -> None:
             raise
     except (OSError, UnsafeDirectoryError) as exc:
         raise InitError(f"{where}: cannot write init's undo record: {exc}") from None
+
+
+def remembered(environ: Mapping[str, str]) -> list[Path]:
+    """The files init changed when named with --config, that still have something to undo.
+
+    A record that cannot be read is passed over here: init names it when it reads that file."""
+    try:
+        found = sorted(record_dir(environ).glob("*.json"))
+    except OSError:
+        return []
+    paths = []
+    for where in found:
+        try:
+            with where.open("rb") as fh:
+                data = json.loads(fh.read(MAX_RECORD_BYTES + 1))
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(data, dict) and data.get("named") is True and isinstance(data.get("path"), str):
+            paths.append(Path(data["path"]))
+    return paths
 
 
 def after_write(record: Record, before: str | None, after: str, *, clean: bool) -> None:
