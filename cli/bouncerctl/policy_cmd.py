@@ -5,7 +5,7 @@ sets nothing but ``version: 1``, so it changes no verdict, and every example in 
 uncomment. It never overwrites a file; `policy check` accepts what it writes (a test holds it to that).
 
 `policy check` runs the daemon's own strict loader on the files, offline, and prints every error it
-finds (file, line, key, reason; one per independent part: a top-level key, a server, a tool entry),
+finds (file, line, key, reason; one per independent part: a top-level key, a server, a tool entry's key),
 then one verdict line: ``OK`` (exit 0) or ``N errors`` (exit 1). With no file it checks the policy in
 force: the file the running daemon names, else this environment's policy.yaml. ``--verbose`` adds
 the effective policy per tool, each value with the layer that decided it.

@@ -86,6 +86,23 @@ def test_policy_check_errors_never_cut_a_key_in_two(home: Path, width: int) -> N
     assert " ".join(result.stdout.split()).count("error: ") == 2  # one per entry, each whole
 
 
+THREE_MISTAKES = "approval_timeout: soon\ntools:\n  send_email:\n    sink: maybe\n    bogus: 1\n"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_policy_check_reports_every_mistake_of_one_entry(home: Path, width: int) -> None:
+    """Stops: three mistakes reported as two (one per entry: the second key of an entry never shown)."""
+    bad = home / "three.yaml"
+    bad.write_text(THREE_MISTAKES)
+    result = run(width, "policy", "check", str(bad))
+    assert result.exit_code == 1
+    flat = " ".join(result.stdout.split())
+    assert flat.count("error: ") == 3
+    assert "tools.send_email.sink: unknown key" in flat and "tools.send_email.bogus: unknown key" in flat
+    assert "3 errors; nothing was loaded" in " ".join(result.stderr.split())
+    assert_fits_with_words_whole(result.stdout, width, ["tools.send_email.sink:", "tools.send_email.bogus:"])
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_policy_init_writes_a_starter_that_policy_check_accepts(home: Path, width: int) -> None:
     """Stops: install.md's `policy check ~/.config/bouncer/policy.yaml` failing on a fresh install
