@@ -8,12 +8,14 @@ also be named as one that writes, deletes or sends.
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,34 +50,61 @@ def contradictions(findings: list[Finding]) -> set[str]:
     return read_only & acting
 
 
-def test_the_demo_pack_never_calls_a_writing_tool_read_only() -> None:
-    """Stops: one tool a medium "writes without confinement" and among the low read-only ones."""
-    env = {k: v for k, v in os.environ.items() if k not in ("BOUNCER_HOME", "BOUNCER_SESSION")}
+@dataclass
+class KeptDemo:
+    screen: str  # what `demo --keep` printed, as a person reads it
+    environ: dict[str, str]  # the kept world's: BOUNCER_HOME and no autostart
+
+
+@pytest.fixture(scope="module")
+def kept_demo() -> Iterator[KeptDemo]:
+    """`bouncerctl demo --keep` once, as a person runs it (its text, not --json); the kept world's
+    daemon is stopped and its directory removed afterwards."""
+    env = {k: v for k, v in os.environ.items() if k not in ("BOUNCER_HOME", "BOUNCER_SESSION", "COLUMNS")}
     proc = subprocess.run(
-        [str(BOUNCERCTL), "demo", "--keep", "--json"],
-        env=env,
+        [str(BOUNCERCTL), "demo", "--keep"],
+        env={**env, "NO_COLOR": "1"},
         capture_output=True,
         text=True,
         timeout=DEMO_TIMEOUT_SECONDS,
         check=False,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    kept = json.loads(proc.stdout)["kept"]
+    home = re.search(r"export BOUNCER_HOME=(\S+)", proc.stdout)
+    stop = re.search(r"kill (\d+)\s+\(then: rm -rf (\S+)\)", proc.stdout)
     try:
-        there = {**env, "BOUNCER_HOME": kept["bouncer_home"], "BOUNCER_NO_AUTOSTART": "1"}
-        paths = resolve(there)
-        aggregator = Aggregator(since=None, until=None, server=None)
-        log = read_log(chain_files(paths.audit), aggregator)
-        called = [k for k in aggregator.by_tool if k[0] != "(other)"]
-        sources = gather(paths, tools_file=None, server=None, called=called, ask_daemon=True, environ=there)
-        pack = build_pack(log, sources, generated="now", filters=[])
-        titles = {f.title for f in pack.findings}
-        assert "tool changed since it was pinned" in titles  # the demo's rug pull is in the pack
-        assert any(title.endswith(READ_ONLY) for title in titles)  # and read-only tools to group
-        assert contradictions(pack.findings) == set()
+        assert proc.returncode == 0 and home and stop, proc.stdout + proc.stderr
+        yield KeptDemo(proc.stdout, {**env, "BOUNCER_HOME": home[1], "BOUNCER_NO_AUTOSTART": "1"})
     finally:
-        os.kill(kept["daemon_pid"], signal.SIGTERM)
-        shutil.rmtree(kept["root"], ignore_errors=True)
+        if stop:
+            os.kill(int(stop[1]), signal.SIGTERM)
+            shutil.rmtree(stop[2], ignore_errors=True)
+
+
+def test_the_demo_pack_never_calls_a_writing_tool_read_only(kept_demo: KeptDemo) -> None:
+    """Stops: one tool a medium "writes without confinement" and among the low read-only ones."""
+    there = kept_demo.environ
+    paths = resolve(there)
+    aggregator = Aggregator(since=None, until=None, server=None)
+    log = read_log(chain_files(paths.audit), aggregator)
+    called = [k for k in aggregator.by_tool if k[0] != "(other)"]
+    sources = gather(paths, tools_file=None, server=None, called=called, ask_daemon=True, environ=there)
+    pack = build_pack(log, sources, generated="now", filters=[])
+    titles = {f.title for f in pack.findings}
+    assert "tool changed since it was pinned" in titles  # the demo's rug pull is in the pack
+    assert any(title.endswith(READ_ONLY) for title in titles)  # and read-only tools to group
+    assert contradictions(pack.findings) == set()
+
+
+def test_demo_keep_never_suggests_trusting_the_injected_description_without_a_warning(
+    kept_demo: KeptDemo,
+) -> None:
+    """Stops: `demo --keep` ending with "trust the new description" over `pins accept` of the tool
+    whose changed description is the demo's injection."""
+    lines = kept_demo.screen.splitlines()
+    suggested = "bouncerctl pins accept helpdesk export_customers"
+    (at,) = [i for i, line in enumerate(lines) if line.strip() == suggested]  # the suggestion, not a reason
+    why = lines[at - 1]  # each suggestion's comment is the line above it
+    assert "injection" in why and "never this one" in why
 
 
 def _fallback_rule(tool: str, **values: Any) -> ToolRule:
