@@ -204,3 +204,34 @@ def test_tail_shows_an_asks_code(width: int) -> None:
     assert "code: K7Q-4XM" in piped and "\n" not in piped
     answered = term.plain(tail.format_record({**record, "verdict": "allow", "code": None}, width=width))
     assert "code:" not in answered  # the benign twin: no code, nothing offered
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_status_explains_an_ended_session_a_health_check_leaves(width: int) -> None:
+    """Stops: "1 ended session (no server connected)" right after `claude mcp list` showed the servers
+    connected, with nothing to say why (its health check starts them and leaves)."""
+    from bouncerctl import status
+
+    ended = {
+        "key": "proc:42:1",
+        "client": {"name": "claude-code"},
+        "servers": [{"name": "fs", "connected": False}],
+    }
+    body = {
+        "daemon": {
+            "pid": 7,
+            "socket": "/run/user/1000/bouncer/bouncerd.sock",
+            "state_dir": "/s",
+            "audit": "/a",
+        },
+        "policy": None,
+        "pins_to_review": [],
+        "pending": [],
+        "sessions": [ended],
+        "unprotected": [],
+    }
+    screen = term.plain(status.render(body, width))
+    assert_fits_with_words_whole(screen, width, ["`claude", "list`", "(no", "connected;"])
+    flat = " ".join(screen.split())
+    assert "1 ended session (no server connected; --json lists them)" in flat
+    assert "a client that started its servers and left, as a health check like `claude mcp list` does" in flat
