@@ -32,6 +32,7 @@ from typing import Any
 
 import click
 
+from bouncerctl import term
 from bouncerd import __version__, autostart
 from bouncerd.client import Client
 from bouncerd.errors import BouncerError, UnsafeDirectoryError
@@ -228,10 +229,12 @@ def doctor() -> None:
     """Check the socket, daemon, shims, policy, audit chain, service and wrapped clients (read-only)."""
     started = time.monotonic()
     results = run_checks(os.environ, Path.cwd())
-    width = max(len(what) for _, what, _ in results)
-    for level, what, detail in results:
-        colour = {OK: "green", WARN: "yellow", FAIL: "red"}[level]
-        click.echo(f"{click.style(level.ljust(4), fg=colour)} {what.ljust(width)}  {detail}")
+    rows = [
+        (click.style(level, fg={OK: "green", WARN: "yellow", FAIL: "red"}[level]), what, detail)
+        for level, what, detail in results
+    ]
+    for line in term.table(rows, term.columns()):  # a long detail wraps under itself, at spaces
+        term.echo(line)
     failed = sum(level == FAIL for level, _, _ in results)
     click.echo(f"{failed} failed, {sum(level == WARN for level, _, _ in results)} warnings "
                f"({time.monotonic() - started:.1f} s)")  # fmt: skip
