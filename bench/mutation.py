@@ -133,7 +133,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "pin.unknown_tool",
         f"{CORE}/pins.py",
-        "if window_open:",
+        "if pin_now:",
         "if True:",
         "a tool listed after the first-use window is pinned without a person",
     ),

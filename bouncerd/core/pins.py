@@ -154,7 +154,7 @@ class ServerPins:
         profile = ev.get("profile")
         if profile is not None:
             self.profiles.add(profile)
-        self.window_profile = profile if ev["until"] is not None else None
+        self.window_profile = ev.get("window_for") if ev["until"] is not None else None
 
     def apply_pin(self, ev: PinEvent) -> None:
         form = ev.get("form")
@@ -266,7 +266,7 @@ def window_snapshot(server_key: str, sp: ServerPins) -> list[PinWindowEvent]:
     if sp.open_until is not None:
         ev = PinWindowEvent(ev="pin_window", server=server_key, until=sp.open_until)
         if sp.window_profile is not None:
-            ev["profile"] = sp.window_profile
+            ev["profile"] = ev["window_for"] = sp.window_profile
         out.append(ev)
     return out
 
@@ -280,25 +280,23 @@ def _window(
         ev = PinWindowEvent(ev="pin_window", server=server_key, until=until)
         sp = ServerPins()
         if profile is not None:
-            ev["profile"] = profile
+            ev["profile"] = ev["window_for"] = profile
         sp.apply_window(ev)
         return sp, [ev], True
     events: list[PinWindowEvent] = []
     if profile is not None and profile not in sp.profiles:
         if sp.profiles:  # a client that can do something the server was never listed to before
-            ev = PinWindowEvent(
-                ev="pin_window", server=server_key, until=now + FIRST_USE_WINDOW_SECONDS, profile=profile
-            )
-        else:  # profiles never recorded for this server: record, open nothing
+            until = now + FIRST_USE_WINDOW_SECONDS
+            ev = PinWindowEvent(ev="pin_window", server=server_key, until=until, profile=profile)
+            ev["window_for"] = profile
+        else:  # profiles never recorded for this server: record, and leave the window as it is
             ev = PinWindowEvent(ev="pin_window", server=server_key, until=sp.open_until, profile=profile)
+            if sp.window_profile is not None:
+                ev["window_for"] = sp.window_profile
         events.append(ev)
-        sp = ServerPins(
-            pins=sp.pins,
-            seen=sp.seen,
-            open_until=ev["until"],
-            profiles={*sp.profiles, profile},
-            window_profile=profile if ev["until"] is not None else None,
-        )
+        state = ServerPins(pins=sp.pins, seen=sp.seen, profiles=set(sp.profiles))
+        state.apply_window(ev)
+        sp = state
     is_open = (
         sp.open_until is not None
         and now < sp.open_until

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bouncerd.core import pins
@@ -158,7 +158,10 @@ PROFILES = [PLAIN, ELICIT, SAMPLE, None]
 Step = tuple[str, int, int, float]  # ("list" | "call", profile index, tool number, time advance)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
+# A first use by a client that did not say what it can do stays open to every client, even after
+# another client's profile is recorded during it.
+@example([("list", 3, 0, 0.5), ("list", 0, 0, 0.5), ("list", 3, 1, 0.5)])
 @given(
     st.lists(
         st.tuples(
