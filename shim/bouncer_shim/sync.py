@@ -35,6 +35,11 @@ from bouncerd import wire
 MAX_REMEMBERED_TOOLS: Final = 10_000
 
 
+# Requests whose replies may take long: a verdict may wait for a person, a fastpath request waits
+# in the daemon until the set changes. The others should be answered within milliseconds.
+_LONG_OPS: Final = frozenset({"verdict", "fastpath"})
+
+
 class LinkState(enum.Enum):
     CONNECTING = "connecting"
     SYNCING = "syncing"
@@ -69,6 +74,8 @@ class LinkSync:
         "_sync_left",
         "_tools",
         "state",
+        "tools_sent",
+        "tools_unanswered",
     )
 
     def __init__(self, hello: Mapping[str, Any], actions: list[Action]) -> None:
@@ -78,6 +85,8 @@ class LinkSync:
         self._tools: list[Any] | None = None  # the last tools list, to resend after a reconnect
         self._next_rid = 0
         self._pending: dict[int, Pending] = {}
+        self.tools_sent = 0  # tools lists reported, ever (a fast-path set is only good for one count)
+        self.tools_unanswered = 0  # tools lists reported on this connection and not answered yet
         self._acks_pending = 0  # entries of _pending that are not verdicts
         self._sync_left = 0  # sync requests not yet answered
 
@@ -94,8 +103,11 @@ class LinkSync:
             return False
         self._next_rid += 1
         self._pending[rid] = Pending(op, target, sync)
-        if op != "verdict":
+        if op not in _LONG_OPS:
             self._acks_pending += 1
+        if op == "tools":
+            self.tools_sent += 1
+            self.tools_unanswered += 1
         if sync:
             self._sync_left += 1
         self._actions.append(SendDaemon(frame))
@@ -104,8 +116,10 @@ class LinkSync:
     def replied(self, rid: Any) -> Pending | None:
         """The request a reply with id `rid` answers (forgotten now), or None if it answers nothing."""
         entry = self._pending.pop(rid, None) if isinstance(rid, int) else None
-        if entry is not None and entry.op != "verdict":
+        if entry is not None and entry.op not in _LONG_OPS:
             self._acks_pending -= 1
+        if entry is not None and entry.op == "tools":
+            self.tools_unanswered -= 1
         return entry
 
     def remember_tools(self, tools: list[Any], paged: bool) -> list[Any]:
@@ -142,5 +156,6 @@ class LinkSync:
         pending, self._pending = self._pending, {}
         self.state = LinkState.DOWN
         self._acks_pending = 0
+        self.tools_unanswered = 0
         self._sync_left = 0
         return list(pending.values())
