@@ -159,6 +159,21 @@ def test_decide_allows_every_call_the_set_covers_whatever_the_history(
             assert (verdict.verdict, verdict.rule) == ("allow", "default.allow"), (tool, args, verdict)
 
 
+def test_a_record_read_after_a_change_it_could_not_wait_for_is_an_allow_marked_late() -> None:
+    """The call went upstream: its audit record must say so (never a deny for a call that was made),
+    and name the change (fastpath.late) with what the daemon would have said."""
+    policy = _policy()
+    eng = _engine(policy)
+    eng.tools_listed(MAIL, CHANGED, now=2.0)  # another instance of the server listed a changed tool
+    call = ToolCall(S, MAIL, "get_contact", {"name": "bob"}, request_id=4)
+    verdict = fastpath.judge_forwarded(eng, call, 3.0, policy, epoch=7, policy_error=None)
+    assert (verdict.verdict, verdict.rule) == ("allow", "fastpath.late")
+    assert "epoch 7" in verdict.reason and "pin.changed_tool" in verdict.reason
+    unreadable = fastpath.judge_forwarded(eng, call, 3.0, policy, epoch=7, policy_error="bad.yaml: line 3")
+    assert (unreadable.verdict, unreadable.rule) == ("allow", "fastpath.late")
+    assert "policy.unreadable" in unreadable.reason
+
+
 # ---- the protocol, through every interleaving ------------------------------------------------------
 
 POLICIES = (
