@@ -10,7 +10,8 @@ and carries out what `take_actions` returns, in order: `SendClient`, `SendUpstre
 
 The relay is the composition of smaller machines, and routes messages between them: `LinkSync`
 (sync.py: the link's state, every request to bouncerd and its reply, the resync after a connect),
-`Outbox` (outbox.py: server output numbered, observed, released in order, replayed), `HeldCalls`
+`Outbox` (outbox.py: server output numbered, observed, released in order, replayed), `FastSet`
+(fastset.py: the calls forwarded before asking, and their records), `HeldCalls`
 (held.py: calls waiting for a verdict), `SelfLister` (selflist.py: the shim's own tools/list) and
 `Asking` (asking.py: questions to a person). Two kinds of
 asking meet here, and the names keep them apart: the relay *requests* a verdict (or any op) from
@@ -21,7 +22,9 @@ the original bytes. Lines that are not UTF-8 JSON, or repeat a key in an object 
 might read another message), are answered with a JSON-RPC error and never forwarded. ``initialize``,
 ``server/discover`` and a request's ``_meta`` describe the client: that goes to the daemon as a
 ``client`` op (again only when it changes). Requests are remembered by id so responses can be
-classified. A ``tools/call`` is *held*: only the daemon's ``allow`` forwards the original line;
+classified. A ``tools/call`` the daemon's fast-path set covers (fastset.py: a read whose verdict
+cannot depend on history) is forwarded at once, its record sent to bouncerd without waiting. Any
+other ``tools/call`` is *held*: only the daemon's ``allow`` forwards the original line;
 anything else answers with a ``[bouncer blocked]`` tool result and the server never sees the call (a
 ``tools/call`` without an id is dropped). A call on a server whose tools the shim has not seen
 listed (or that announced ``notifications/tools/list_changed`` since) waits while the shim lists them

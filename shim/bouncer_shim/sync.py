@@ -6,8 +6,10 @@ Every request to bouncerd goes through `LinkSync.request`: it gets the next id, 
 `SendDaemon` frame, and is remembered (`Pending`: the op, what it is about, whether it is part of the
 resync) until `replied` hands its reply's entry back to the relay. Requests are pipelined: none waits
 for another's reply, and replies may come in any order. A request msgpack cannot carry sends nothing
-and uses no id. Every request but a verdict should be answered within milliseconds (a verdict may
-wait for a person): `awaiting_acks` tells the pump whether one is outstanding.
+and uses no id. Every request but a verdict and a ``fastpath`` should be answered within
+milliseconds (a verdict may wait for a person, a ``fastpath`` request waits until the set changes):
+`awaiting_acks` tells the pump whether one is outstanding. `tools_sent` counts the tools lists
+reported (a fast-path set is good for one count), `tools_unanswered` those not answered yet.
 
 The link has four states (`LinkState`):
 
