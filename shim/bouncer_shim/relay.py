@@ -188,8 +188,9 @@ class Relay:
 
     @property
     def is_flushed(self) -> bool:
-        """Nothing from upstream is waiting to be released or acknowledged."""
-        return self._outbox.is_flushed
+        """Nothing from upstream is waiting to be released or acknowledged, and bouncerd has answered
+        the record of every call forwarded before asking."""
+        return self._outbox.is_flushed and not self._fast.unacked
 
     # ---- the daemon link -------------------------------------------------------------------------
 
