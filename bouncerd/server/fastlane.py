@@ -28,7 +28,7 @@ from bouncerd.core import fastpath
 from bouncerd.core.engine import Engine
 from bouncerd.core.fastpath import FastTools, Grant, Grants, Holder
 from bouncerd.core.policy import Policy
-from bouncerd.server.caller import Caller
+from bouncerd.server.caller import Caller, RefusedError
 
 T = TypeVar("T")
 
@@ -84,7 +84,7 @@ class FastLane:
     async def request(self, caller: Caller, holding: int | None) -> Grant:
         server = caller.server
         if server is None:
-            return Grant(self.grants.epoch, {})
+            raise RefusedError("no_server", "only a shim's connection holds a fast-path set")
         slot = self._by_caller.get(id(caller))
         if slot is None:
             slot = _Slot(caller, self.grants.join(server.identity.key))

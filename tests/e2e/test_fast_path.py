@@ -20,6 +20,9 @@ from bouncerctl.app import main
 from click.testing import CliRunner
 from harness import audit_records, blocked_text, connect, fixture_server, shim_params, write_policy
 
+from bouncerd.client import Client as DaemonClient
+from bouncerd.errors import DaemonRequestError
+
 pytestmark = pytest.mark.e2e
 
 TOOL = "read_inbox"
@@ -116,3 +119,35 @@ async def test_budget_added_by_a_reload_holds_from_the_next_call(start: Any) -> 
     assert refusal is not None and "may be called" in refusal
     records = _calls(daemon.home)
     assert records[-1]["rule"] == "budget.exceeded" and "fast_path" not in records[-1]
+
+
+def test_a_connection_without_a_server_is_refused_a_set_at_once(daemon: Any) -> None:
+    """bouncerctl's connection names no server: its fastpath request is an error, never a wait."""
+    with DaemonClient.connect(daemon.paths) as client, pytest.raises(DaemonRequestError) as refused:
+        client.request("fastpath", holding=None)
+    assert refused.value.code == "no_server"
+
+
+def test_a_shim_connection_is_granted_its_reads_and_a_reload_withdraws_them_first(daemon: Any) -> None:
+    """The daemon's side alone: a shim that listed a read and closed the first-use window gets it;
+    asking again holding that epoch waits. A reload that puts a budget on the read answers that
+    request with a withdrawal; the shim's acknowledgement is granted from the policy after the
+    reload, without the read."""
+    tools = [{"name": "read_inbox", "description": "Read the inbox", "inputSchema": {"type": "object"}}]
+    with DaemonClient.connect(
+        daemon.paths, role="shim", session="f4", server="mail", upstream=["mail"], instance="i4"
+    ) as client:
+        client.request("tools", tools=tools)
+        client.request("verdict", tool="read_inbox", arguments={})  # closes the first-use window
+        grant = client.request("fastpath", holding=None)
+        assert grant["tools"] == {"read_inbox": []}
+        waiting = client.send("fastpath", holding=grant["epoch"])
+        write_policy(daemon.home, "tools:\n  read_inbox:\n    max_calls: 5\n")
+        with DaemonClient.connect(daemon.paths) as ctl:
+            reload = ctl.send("reload")
+            withdrawn = client.wait(waiting)
+            assert withdrawn["ok"] and withdrawn["tools"] is None
+            acknowledged = client.send("fastpath", holding=None)
+            assert ctl.wait(reload)["ok"]
+        regrant = client.wait(acknowledged)
+    assert regrant["tools"] == {} and regrant["epoch"] > grant["epoch"]
