@@ -159,6 +159,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "if False:",
         "a tool whose listed form differs from its pin runs",
     ),
+    # ---- the fast path ----
+    Mutant(
+        "fastpath.late",
+        f"{CORE}/fastpath.py",
+        'if late.verdict == "allow":',
+        "if True:",
+        "the record of a forwarded call the daemon would now refuse is audited as that refusal",
+    ),
     # ---- budget and constraints ----
     Mutant(
         "budget.forbidden",
@@ -349,8 +357,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "default.allow",
         f"{CORE}/engine.py",
-        'or Verdict("allow", "default.allow", "no rule objected")',
-        'or Verdict("ask", "sink.unproven", "no rule objected")',
+        'verdict = Verdict("allow", "default.allow", "no rule objected")',
+        'verdict = Verdict("ask", "sink.unproven", "no rule objected")',
         "a call nothing objected to is asked about",
     ),
     Mutant(

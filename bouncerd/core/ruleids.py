@@ -40,6 +40,7 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
         "program": "the engine, step 4: an ungated tool that runs a command, code or SQL the agent wrote",
         "approval": "a person's answer to an ask, and the approval codes",
         "default": "the engine, step 5: nothing objected",
+        "fastpath": "the daemon, on the record of a call the shim forwarded before asking",
         "builtin": "the PreToolUse hook, for a client's own tools (shell, WebFetch)",
         "pins": "`bouncerctl pins accept`",
         "vouch": "the UserPromptSubmit hook: destinations you typed",
@@ -332,6 +333,14 @@ _TABLE = (
         "a sending tool the fallback cannot read, pointed at a planted destination",
     ),
     _row("default.allow", ALLOW, "no rule objected (no budget, no constraint, sink gate off)", _NONE, "—"),
+    _row(
+        "fastpath.late",
+        ALLOW,
+        "a call forwarded on the fast path that the daemon, reading its record after a change it could "
+        "not wait for, would have refused",
+        _NONE,
+        "—",
+    ),
     _row("approval.elicited", ALLOW, "a person allowed the call when asked", _AGENCY, "—"),
     _row(
         "approval.declined",
