@@ -109,7 +109,9 @@ def test_ask_carries_a_fresh_code_the_question_a_state_and_the_binding(start: An
     assert "send_mail on mail" in reply["question"] and BOB in reply["question"]
     form = reply["elicitation"]
     assert form["message"] == reply["question"]
-    assert form["requestedSchema"]["properties"]["choice"]["enum"] == ["once", "session", "always", "deny"]
+    choice = form["requestedSchema"]["properties"]["choice"]
+    assert [o["const"] for o in choice["oneOf"]] == ["once", "session", "always", "deny"]
+    assert all(o["title"] for o in choice["oneOf"])  # the specification's titled single-select enum
     [line] = [r for r in records(daemon) if r["verdict"] == "ask"]
     assert line["code"] == code  # the ask's audit line names its code, so its approval can be traced
     assert records(daemon, "approval.pending") == []
