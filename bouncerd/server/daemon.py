@@ -13,7 +13,10 @@ the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events wi
 and return the reply. Every verdict is made in `bouncerd/core`; this module is plumbing.
 
 Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a slice
-of a snapshot). Observation entries belong to `bouncerd/server/observations.py`.
+of a snapshot), ``{"k": "restricted", "reason": str, "since": float}`` (the journal was found damaged:
+the engine is restricted, `bouncerd/core/restricted.py`; first in every snapshot while it lasts) and
+``{"k": "loss_accepted"}`` (a person accepted the loss). Observation entries belong to
+`bouncerd/server/observations.py`.
 
 Compaction: once the journal holds more than `COMPACT_AFTER_BYTES` that a rewrite would drop (its
 size less the raw observations still waiting to be indexed, which a rewrite must copy), and more
@@ -45,7 +48,7 @@ import anyio
 import anyio.abc
 
 from bouncerd import __version__, wire
-from bouncerd.core import pins
+from bouncerd.core import pins, restricted
 from bouncerd.core.approvals import arguments_digest
 from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
@@ -145,6 +148,7 @@ class Daemon:
             "pending": self.approvals.pending,
             "approve_show": self.approvals.approve_show,
             "approve": self.approvals.approve,
+            "accept_loss": self.accept_loss,
         }
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -172,7 +176,15 @@ class Daemon:
         if daemon.observations.instances:  # shims were here: let them replay first (unread.py)
             daemon.peers.settle_for(RESYNC_SECONDS)
             log.info("sends wait up to %.0f s for reconnecting shims to replay what they saw", RESYNC_SECONDS)
-        (log.warning if recovery.torn_bytes else log.info)("%s", recovery.describe())
+        (log.error if recovery.damaged else log.warning if recovery.torn_bytes else log.info)(
+            "%s", recovery.describe()
+        )
+        if recovery.damaged:
+            try:
+                daemon._enter_restricted(recovery.problem or "the journal is damaged", now)
+            except BaseException:
+                journal.close()
+                raise
         if daemon.observations.queued:
             log.info("journal: %d observations to index again", daemon.observations.queued)
         try:
@@ -182,6 +194,15 @@ class Daemon:
             raise
         if repair is not None:
             log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
+        if recovery.damaged:
+            daemon.audit.append(
+                {
+                    "rule": "state.lost",
+                    "verdict": None,
+                    "reason": f"{recovery.describe()}; run {restricted.ACCEPT_COMMAND} once reviewed",
+                },
+                now,
+            )
         daemon._configure_export()
         try:
             daemon.approvals.open(paths.state, os.environ, now)
@@ -190,11 +211,27 @@ class Daemon:
             raise
         return daemon
 
+    def _enter_restricted(self, reason: str, now: float) -> None:
+        """The journal was damaged: restrict the engine, journal that, and compact, so the journal
+        holds the restriction first and whatever was read before the damage after it."""
+        entry: Entry = {"k": "restricted", "reason": reason, "since": now}
+        self._replay(entry)
+        self.journal.append(entry)
+        self.journal.rewrite(self._snapshot_entries())
+        log.error(
+            "restricted: every tool unpinned, every budget spent, every send asked until: %s",
+            restricted.ACCEPT_COMMAND,
+        )
+
     def _replay(self, entry: Entry) -> None:
         try:
             if entry.get("k") == "events":
                 for ev in entry["events"]:
                     self.engine.apply(ev)
+            elif entry.get("k") == "restricted":
+                self.engine.restrict(restricted.Restriction(str(entry["reason"]), float(entry["since"])))
+            elif entry.get("k") == "loss_accepted":
+                self.engine.lift_restriction()
             elif not self.observations.replay(entry):
                 raise ValueError(f"unknown entry kind {entry.get('k')!r}")
         except Exception as exc:  # any failure to apply means the state cannot be rebuilt faithfully
@@ -274,6 +311,9 @@ class Daemon:
         log.info("journal: compacted to %d bytes", self.journal.size)
 
     def _snapshot_entries(self) -> Iterator[Entry]:
+        restriction = self.engine.restriction
+        if restriction is not None:  # first: replaying it drops pins, and those accepted since follow
+            yield {"k": "restricted", "reason": restriction.reason, "since": restriction.since}
         events = self.engine.snapshot(time.time())
         for i in range(0, len(events), SNAPSHOT_EVENTS_PER_FRAME):
             yield {"k": "events", "events": events[i : i + SNAPSHOT_EVENTS_PER_FRAME]}
@@ -575,6 +615,24 @@ class Daemon:
             )
         return wire.reply(rid, accepted=accepted)
 
+    def accept_loss(self, caller: Caller, rid: int, msg: wire.AcceptLossRequest) -> dict[str, Any]:
+        """A person accepted the loss of the damaged journal's state: decide as usual again."""
+        restriction = self.engine.restriction
+        if restriction is None:
+            return wire.reply(rid, accepted=False)
+        self.journal.append({"k": "loss_accepted"})
+        self.engine.lift_restriction()
+        self.audit.append(
+            {
+                "rule": "state.loss_accepted",
+                "verdict": None,
+                "reason": f"a person accepted the loss found at start ({restriction.reason}); tools stay "
+                f"unpinned until accepted with bouncerctl pins accept",
+            },
+            time.time(),
+        )
+        return wire.reply(rid, accepted=True)
+
     def vouch(self, caller: Caller, rid: int, msg: wire.VouchRequest) -> dict[str, Any]:
         session = caller.require_session()
         events = self.engine.vouch(session.key, msg["text"])
@@ -616,8 +674,15 @@ class Daemon:
             "head": self.audit.head,  # hash of the last audit record: compare with `audit verify`
             "records": self.audit.records,  # audit records written since this daemon started
             "export": self.exporter.public() if self.exporter is not None else None,
+            "restricted": _restriction_public(self.engine.restriction),
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
+
+
+def _restriction_public(restriction: restricted.Restriction | None) -> dict[str, Any] | None:
+    if restriction is None:
+        return None
+    return {"reason": restriction.reason, "since": restriction.since, "accept": restricted.ACCEPT_COMMAND}
 
 
 def socket_display_path(sock: socket.socket, fallback: Path) -> str:
