@@ -197,22 +197,31 @@ class Relay:
         if sync.check_synced():
             self._request_waiting_verdicts()
 
-    def daemon_lost(self) -> None:
-        """The connection closed or could not be made: refuse calls, release outputs, keep them."""
+    def daemon_lost(self, refusal: str = jsonrpc.UNREACHABLE_REASON) -> None:
+        """The connection closed or could not be made (or the pump gave up on a daemon that did not
+        answer: `refusal` then says so): refuse calls, release outputs, keep them."""
         if self._sync.state is LinkState.DOWN:
             return
         pending = self._sync.lost()
-        self._diagnose("bouncerd is unreachable; tool calls are refused until it is back")
+        if refusal is jsonrpc.UNREACHABLE_REASON:
+            self._diagnose("bouncerd is unreachable; tool calls are refused until it is back")
         self._outbox.lost()
         for entry in pending:
             if entry.op in ("verdict", "answer") and isinstance(entry.target, Held):
-                self._refuse_held(entry.target, jsonrpc.UNREACHABLE_REASON)
+                self._refuse_held(entry.target, refusal)
         for question in self.asking.drop_all():  # nobody could take the answer: end the questions
             self._end_question(question, "bouncerd is unreachable")
-            self._refuse_held(question.held, jsonrpc.UNREACHABLE_REASON)
+            self._refuse_held(question.held, refusal)
         self._lister.link_lost()
         for held in (*self._held.take_waiting(), *self._held.take_unlisted()):
-            self._refuse_held(held, jsonrpc.UNREACHABLE_REASON)
+            self._refuse_held(held, refusal)
+
+    def verdicts_overdue(self, now: float) -> bool:
+        """Whether a verdict has waited past its bound (`sync.VERDICT_WAIT_SECONDS`)."""
+        return self._sync.verdicts_overdue(now)
+
+    def verdict_deadline(self) -> float | None:
+        return self._sync.verdict_deadline()
 
     def daemon_message(self, message: Mapping[str, Any]) -> None:
         rid = message.get("id")
