@@ -476,6 +476,14 @@ _TABLE = (
         "—",
     ),
     _row(
+        "audit.gap",
+        EVENT,
+        "the live log was deleted, moved or replaced (or no longer held the last record written): a new "
+        "file starts here, `prev` naming the last record written, so `audit verify` reports the gap",
+        _NONE,
+        "—",
+    ),
+    _row(
         "audit.export_dropped",
         EVENT,
         "copies of audit records for a collector (audit_export) were lost; the local log has every line",

@@ -15,7 +15,9 @@ and return the reply. Every verdict is made in `bouncerd/core`; this module is p
 Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a slice
 of a snapshot), ``{"k": "restricted", "reason": str, "since": float}`` (the journal was found damaged:
 the engine is restricted, `bouncerd/core/restricted.py`; first in every snapshot while it lasts) and
-``{"k": "loss_accepted"}`` (a person accepted the loss). Observation entries belong to
+``{"k": "loss_accepted"}`` (a person accepted the loss) and ``{"k": "audit_head", "head": str}`` (the
+last audit hash written, in every snapshot: the audit log must still hold it at the next start,
+`bouncerd/server/audit.py`). Observation entries belong to
 `bouncerd/server/observations.py`.
 
 Compaction: once the journal holds more than `COMPACT_AFTER_BYTES` that a rewrite would drop (its
@@ -120,6 +122,7 @@ class Daemon:
         self.reloader = Reloader(self.policy, self._put_policy_in_force, self._audit_append)
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
+        self._audit_head: str | None = None  # the last audit hash the journal knows of
         self._compact_floor = COMPACT_AFTER_BYTES
         self._kept_bytes = 0  # what the last compaction kept
         self.session_grace = grace_seconds(os.environ)
@@ -188,7 +191,7 @@ class Daemon:
         if daemon.observations.queued:
             log.info("journal: %d observations to index again", daemon.observations.queued)
         try:
-            daemon._audit, repair = AuditLog.open(paths.audit, now)
+            daemon._audit, repair = AuditLog.open(paths.audit, now, daemon._audit_head)
         except BaseException:
             journal.close()
             raise
@@ -232,6 +235,8 @@ class Daemon:
                 self.engine.restrict(restricted.Restriction(str(entry["reason"]), float(entry["since"])))
             elif entry.get("k") == "loss_accepted":
                 self.engine.lift_restriction()
+            elif entry.get("k") == "audit_head":
+                self._audit_head = str(entry["head"])
             elif not self.observations.replay(entry):
                 raise ValueError(f"unknown entry kind {entry.get('k')!r}")
         except Exception as exc:  # any failure to apply means the state cannot be rebuilt faithfully
@@ -318,6 +323,9 @@ class Daemon:
         for i in range(0, len(events), SNAPSHOT_EVENTS_PER_FRAME):
             yield {"k": "events", "events": events[i : i + SNAPSHOT_EVENTS_PER_FRAME]}
         yield from self.observations.snapshot_entries()
+        head = self._audit.head if self._audit is not None else self._audit_head
+        if head is not None:
+            yield {"k": "audit_head", "head": head}
 
     # ---- the end of sessions ------------------------------------------------------------------
 
@@ -673,6 +681,7 @@ class Daemon:
             "audit": str(self.paths.audit),
             "head": self.audit.head,  # hash of the last audit record: compare with `audit verify`
             "records": self.audit.records,  # audit records written since this daemon started
+            "audit_gaps": [gap.why for gap in self.audit.gaps],  # lost live files noticed
             "export": self.exporter.public() if self.exporter is not None else None,
             "restricted": _restriction_public(self.engine.restriction),
         }
