@@ -240,7 +240,12 @@ class Relay:
         if op in ("verdict", "answer") and isinstance(target, Held):
             self._decided(target, message if ok else None, error)
         elif op == "observe" and isinstance(target, Output):
-            if not ok:
+            if ok:
+                self._outbox.recorded(target)
+            elif _error_code(message) == "io":  # kept and sent again until the daemon records it
+                self._diagnose(f"bouncerd could not record an observation, sending it again ({error})")
+                self._outbox.not_recorded(target)
+            else:
                 self._diagnose(f"bouncerd did not record an observation ({error})")
                 self._outbox.lose_observations()
             self._outbox.acked(target)
@@ -361,6 +366,8 @@ class Relay:
         """Why no verdict can be had now (observations lost, the daemon down), or None."""
         if self._outbox.observations_lost:
             return jsonrpc.LOST_REASON
+        if self._outbox.unrecorded:
+            return jsonrpc.UNRECORDED_REASON
         if self._sync.state is LinkState.DOWN:
             note = self.daemon_down_note
             return f"{jsonrpc.UNREACHABLE_REASON} ({note})" if note else jsonrpc.UNREACHABLE_REASON
@@ -439,6 +446,8 @@ class Relay:
         self._held.release(held)
         if reply is not None and self._outbox.observations_lost:  # refused after the verdict was asked
             self._refuse(held.key, held.request_id, jsonrpc.LOST_REASON)
+        elif reply is not None and self._outbox.unrecorded:  # judged before an output was recorded
+            self._refuse(held.key, held.request_id, jsonrpc.UNRECORDED_REASON)
         elif reply is None:
             self._refuse(held.key, held.request_id, f"bouncerd could not decide on this call ({error}).")
         elif reply.get("verdict") == "allow" and held.invalid is None:
@@ -472,14 +481,17 @@ class Relay:
     @property
     def ticking(self) -> bool:
         """Whether something waits on the clock (the pump then calls `tick` every turn)."""
-        return self.asking.waiting or self._lister.tools.listing
+        return self.asking.waiting or self._lister.tools.listing or bool(self._outbox.unrecorded)
 
     def deadline(self) -> float | None:
-        due = [d for d in (self.asking.deadline(), self._lister.tools.deadline()) if d is not None]
+        rerecord = (self._outbox.rerecord_due or 0.0) if self._outbox.unrecorded else None
+        due = [d for d in (self.asking.deadline(), self._lister.tools.deadline(), rerecord) if d is not None]
         return min(due) if due else None
 
     def tick(self, now: float) -> None:
-        """Time out questions nobody answered and the shim's own tools/list (while `ticking`)."""
+        """Time out questions nobody answered and the shim's own tools/list, and send again what the
+        daemon could not record (while `ticking`)."""
+        self._outbox.retry_unrecorded(now)
         self._lister.tick(now)
         for question in self.asking.expired(now):
             self._end_question(question, "nobody answered in time")
@@ -602,6 +614,12 @@ class Relay:
 
     def _diagnose(self, message: str) -> None:
         self._actions.append(Diagnose(message))
+
+
+def _error_code(message: Mapping[str, Any]) -> str | None:
+    error = message.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def _error_text(message: Mapping[str, Any]) -> str:
