@@ -67,6 +67,7 @@ from bouncerd.server.caller import AsyncHandler, Caller, Handler
 from bouncerd.server.connection import Connection
 from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
+from bouncerd.server.listener import bind_socket, socket_identity
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
@@ -91,6 +92,15 @@ ARCHIVE_COMPACT_MIN_BYTES = 64 * 1024
 # After accept() fails (out of file descriptors, usually), wait this long before trying again, so
 # the loop does not spin while connections close and free descriptors.
 ACCEPT_RETRY_SECONDS = 0.1
+
+# A failing accept() is logged with its reason at most this often (with the count since the last
+# line): at the descriptor limit it fails ten times a second, and the log must stay readable.
+ACCEPT_LOG_INTERVAL_SECONDS = 60.0
+
+# How often the daemon checks that its socket file is still there (a person or a cleaner may delete
+# it: shims could then reach no daemon, and a new one would refuse to start while this one holds the
+# lock). Within this long of the deletion it listens on the path again.
+SOCKET_CHECK_SECONDS = 1.0
 
 
 class Daemon:
@@ -127,6 +137,9 @@ class Daemon:
         self._kept_bytes = 0  # what the last compaction kept
         self.session_grace = grace_seconds(os.environ)
         self.exporter: Exporter | None = None  # audit export (`audit_export:`), if configured
+        # (device, inode) of the socket file this daemon bound (None for an activated socket, whose
+        # file belongs to the service manager): `_keep_socket` binds the path again if it goes.
+        self.own_socket: tuple[int, int] | None = None
 
     def _async_handler_table(self) -> dict[str, AsyncHandler]:
         """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
@@ -361,21 +374,64 @@ class Daemon:
     async def serve(self, sock: socket.socket) -> None:
         """Serve until SIGTERM or SIGINT. Takes ownership of `sock`."""
         listener = await anyio.abc.SocketListener.from_socket(sock)
-        async with listener, anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as tg:
             await tg.start(self._watch_signals, tg)
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
             tg.start_soon(self._sweep_sessions)
             tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
+            tg.start_soon(self._accept, listener, tg)
+            if self.own_socket is not None:
+                tg.start_soon(self._keep_socket, listener, tg)
+
+    async def _accept(self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup) -> None:
+        """Accept connections on `listener` until it is closed (by `_keep_socket` or at the end)."""
+        failures, said_at = 0, -ACCEPT_LOG_INTERVAL_SECONDS
+        async with listener:
             while True:
                 try:
                     stream = await listener.accept()
+                except anyio.ClosedResourceError:
+                    return
                 except (anyio.BrokenResourceError, OSError) as exc:
-                    log.error("accept failed: %s", exc)
+                    failures += 1
+                    now = time.monotonic()
+                    if now - said_at >= ACCEPT_LOG_INTERVAL_SECONDS:
+                        log.error("accept failed (%d time(s) since the last report): %s", failures, _why(exc))
+                        failures, said_at = 0, now
                     await anyio.sleep(ACCEPT_RETRY_SECONDS)
                     continue
                 tg.start_soon(self._handle, stream)
+
+    async def _keep_socket(self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup) -> None:
+        """Bind the socket path again if its file was deleted while the daemon runs."""
+        path = Path(self.socket_path)
+        said_taken = False
+        while True:
+            await anyio.sleep(SOCKET_CHECK_SECONDS)
+            found = socket_identity(path)
+            if found == self.own_socket:
+                continue
+            if found is not None:  # something else is at the path: not ours to remove
+                if not said_taken:
+                    log.error(
+                        "%s is no longer this daemon's socket (another file is there); not touching it", path
+                    )
+                    said_taken = True
+                continue
+            try:
+                sock = bind_socket(path)
+            except OSError as exc:
+                log.error("the socket %s was deleted, and binding it again failed: %s", path, exc)
+                continue
+            self.own_socket = socket_identity(path)
+            said_taken = False
+            log.warning("the socket %s was deleted while bouncerd ran; listening on it again", path)
+            new = await anyio.abc.SocketListener.from_socket(sock)
+            tg.start_soon(self._accept, new, tg)
+            await listener.aclose()
+            listener = new
 
     async def _watch_signals(
         self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -686,6 +742,14 @@ class Daemon:
             "restricted": _restriction_public(self.engine.restriction),
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
+
+
+def _why(exc: BaseException) -> str:
+    """What went wrong, even for an exception without a message of its own (anyio's wrappers)."""
+    for candidate in (exc, exc.__cause__, exc.__context__):
+        if candidate is not None and str(candidate):
+            return f"{type(candidate).__name__}: {candidate}"
+    return type(exc).__name__
 
 
 def _restriction_public(restriction: restricted.Restriction | None) -> dict[str, Any] | None:

@@ -69,6 +69,11 @@ def daemon_status(paths: Paths) -> tuple[dict[str, Any], dict[str, Any]] | str:
 
 def check_daemon(paths: Paths, got: tuple[dict[str, Any], dict[str, Any]] | str) -> Check:
     if isinstance(got, str):
+        from bouncerctl.common import unreachable_but_running
+
+        running = unreachable_but_running(paths)
+        if running is not None:  # not "not running": shims cannot start another while it holds the lock
+            return FAIL, "daemon", running
         starts, _, _ = autostart.read_record(paths)
         hint = "shims and hooks start it when they need it; `bouncerctl restart` starts it now"
         if starts >= autostart.GIVE_UP_AFTER_STARTS:
