@@ -534,9 +534,12 @@ class Daemon:
     def tools(self, caller: Caller, rid: int, msg: wire.ToolsRequest) -> dict[str, Any]:
         session, entry = caller.require_server()
         tools = [t for t in msg["tools"] if isinstance(t, dict)]
-        report, events = self.engine.tools_listed(
-            entry.identity, tools, time.time(), client=session.client.name, session=session.key
-        )
+        try:
+            report, events = self.engine.tools_listed(
+                entry.identity, tools, time.time(), client=session.client.name, session=session.key
+            )
+        except (TypeError, ValueError) as exc:  # bytes, which JSON cannot carry: found before any change
+            return wire.error_reply(rid, "bad_tools", f"a tool in the list cannot be pinned: {exc}")
         self._journal_events(events)
         entry.tools = len(tools)
         self.maybe_compact()
