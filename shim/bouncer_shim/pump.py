@@ -497,6 +497,8 @@ class Pump:
         self._forget("upstream-out")
         self.upstream.close_stdout()
         self.upstream_eof = True
+        self.relay.upstream_gone("the server exited (or closed its output) before answering this request")
+        self._apply()
         if self.upstream_status is None:
             self._begin_shutdown(terminate=False)
 

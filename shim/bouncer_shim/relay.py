@@ -520,6 +520,17 @@ class Relay:
         line = jsonrpc.blocked_result(request_id, reason, modern=self.modern, server_info=self._server_info)
         self._actions.append(SendClient(line))
 
+    def upstream_gone(self, reason: str) -> None:
+        """The server closed its output (it exited): no answer can come. Answer every client request
+        still waiting on it with a JSON-RPC error, so no client is left waiting, and drop the calls
+        held for their verdicts (there is no server to send them to)."""
+        requests, self._requests = self._requests, {}
+        for key in requests:
+            for held in self._held.cancel(key) or ():
+                if (question := self.asking.drop(held)) is not None:
+                    self._end_question(question, reason)
+            self._answer_error(key[1], jsonrpc.INTERNAL_ERROR, reason)
+
     def _answer_error(self, request_id: Any, code: int, message: str) -> None:
         self._actions.append(SendClient(jsonrpc.error_response(request_id, code, message)))
 
