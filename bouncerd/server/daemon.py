@@ -683,7 +683,10 @@ class Daemon:
         return wire.reply(rid, accepted=accepted)
 
     def accept_loss(self, caller: Caller, rid: int, msg: wire.AcceptLossRequest) -> dict[str, Any]:
-        """A person accepted the loss of the damaged journal's state: decide as usual again."""
+        """A person accepted the loss of the damaged journal's state: decide as usual again. Only a
+        bouncerctl connection may (a shim or hook speaks for an agent, never for the person)."""
+        if caller.role != "ctl":
+            return wire.error_reply(rid, "not_ctl", "only bouncerctl may accept the loss of bouncerd's state")
         restriction = self.engine.restriction
         if restriction is None:
             return wire.reply(rid, accepted=False)
