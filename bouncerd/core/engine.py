@@ -161,12 +161,7 @@ class Engine:
         drop what only ever loosened a verdict (pins, first-use windows, grants, vouched and listed
         destinations). The daemon journals the restriction, so replaying it drops the same."""
         self.restriction = restriction
-        for sp in self.servers.values():
-            sp.pins.clear()
-            sp.open_until = None
-        for state in self.sessions.values():
-            state.vouched.clear()
-            state.listed.clear()
+        restricted.drop_loosening(self.servers.values(), self.sessions.values())
         self.approvals = ap.Approvals()
 
     def lift_restriction(self) -> None:

@@ -31,10 +31,12 @@ restart does not lift it; only the person's acceptance does, and that is journal
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from bouncerd.core.model import Verdict
+from bouncerd.core.pins import ServerPins
 
 # The command a person runs to accept the loss, named in every refusal the restriction makes.
 ACCEPT_COMMAND: Final = "bouncerctl state accept-loss"
@@ -51,6 +53,25 @@ ALLOWED_FOR_WANT_OF_TAINT: Final = frozenset(
 class Restriction:
     reason: str  # what was lost, as the daemon found it
     since: float  # when the daemon found it
+
+
+class SessionTrust(Protocol):
+    """What of a session's state only ever loosens a verdict (engine.SessionState)."""
+
+    vouched: set[str]
+    listed: dict[str, str]
+
+
+def drop_loosening(servers: Iterable[ServerPins], sessions: Iterable[SessionTrust]) -> None:
+    """Drop what read from before the damage could only loosen a verdict: every pin (each tool waits
+    for a person's review) and first-use window, and the destinations vouched or listed. (The engine
+    drops its grants too.) Taint, blind scopes, attempts and forms waiting for review stay."""
+    for sp in servers:
+        sp.pins.clear()
+        sp.open_until = None
+    for state in sessions:
+        state.vouched.clear()
+        state.listed.clear()
 
 
 def budget(restriction: Restriction | None, tool: str, max_calls: int | None) -> Verdict | None:
