@@ -8,7 +8,7 @@ with everything after it. Now the calls are refused saying the output could not 
 shim judges calls again once space is back, and the journal reads whole at the next start.
 
 Mounting a tmpfs needs root; elsewhere the test is skipped (the unit tests simulate the full disk
-through the write call: test_journal_checksums.py, test_faults_disk_full.py).
+through the write call: test_journal_checksums.py, test_outbox_unrecorded.py).
 """
 
 from __future__ import annotations
