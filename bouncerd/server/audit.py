@@ -168,6 +168,9 @@ class AuditLog:
         # Called with each record as written and its line (no newline), after the write: audit export
         # (`bouncerd/server/export.py`) queues a copy. It must not block or raise.
         self.tap: Callable[[dict[str, Any], bytes], None] | None = None
+        # Called with the head after a rotation: the daemon journals it, so the head it checks at the
+        # next start (`open`'s `known_head`) is never older than the files rotation keeps.
+        self.on_rotated: Callable[[str], None] | None = None
 
     @classmethod
     def open(
@@ -298,6 +301,8 @@ class AuditLog:
         self._fd, self.size, self.rotate_at = fd, 0, ROTATE_AFTER_BYTES
         self._ident = (st.st_dev, st.st_ino)
         self.append(_rotation_record(self.path), now)
+        if self.on_rotated is not None:
+            self.on_rotated(self.head)
 
     def close(self) -> None:
         if self._fd >= 0:

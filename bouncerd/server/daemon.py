@@ -16,8 +16,8 @@ Journal entries written here: ``{"k": "events", "events": [...]}`` (engine event
 of a snapshot), ``{"k": "restricted", "reason": str, "since": float}`` (the journal was found damaged:
 the engine is restricted, `bouncerd/core/restricted.py`; first in every snapshot while it lasts) and
 ``{"k": "loss_accepted"}`` (a person accepted the loss) and ``{"k": "audit_head", "head": str}`` (the
-last audit hash written, in every snapshot: the audit log must still hold it at the next start,
-`bouncerd/server/audit.py`). Observation entries belong to
+last audit hash written, in every snapshot and after every audit rotation: the audit log must still
+hold it at the next start, `bouncerd/server/audit.py`). Observation entries belong to
 `bouncerd/server/observations.py`.
 
 Compaction: once the journal holds more than `COMPACT_AFTER_BYTES` that a rewrite would drop (its
@@ -210,6 +210,7 @@ class Daemon:
             raise
         if repair is not None:
             log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
+        daemon.audit.on_rotated = daemon._journal_audit_head
         if recovery.damaged:
             daemon.audit.append(
                 {
@@ -294,6 +295,12 @@ class Daemon:
     def _journal_events(self, events: Sequence[EngineEvent]) -> None:
         if events:
             self.journal.append({"k": "events", "events": list(events)})
+
+    def _journal_audit_head(self, head: str) -> None:
+        try:
+            self.journal.append({"k": "audit_head", "head": head})
+        except (OSError, ProtocolError) as exc:  # the next compaction records it; the record is written
+            log.error("journal: cannot record the audit head after a rotation: %s", exc)
 
     def _audit_append(self, fields: dict[str, Any], now: float) -> None:
         self.audit.append(fields, now)

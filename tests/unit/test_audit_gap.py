@@ -123,3 +123,26 @@ def test_gap_record_whose_write_failed_is_written_before_the_next_record(
     log.append({"tool": "t", "verdict": "allow", "rule": "default.allow"}, 4.0)
     log.close()
     assert [r["rule"] for r in _records(path)] == [GAP_RULE, "default.allow"]
+
+
+def test_many_rotations_after_the_known_head_are_no_gap_when_each_was_journalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The benign twin of a forged start: a log rotated more times than it keeps files since the head
+    was last journalled would no longer hold that head. Each rotation hands the new head to the daemon
+    (`on_rotated`), which journals it; that head is found at the next start."""
+    monkeypatch.setattr(audit, "ROTATE_AFTER_BYTES", 2000)
+    path = tmp_path / "audit.jsonl"
+    log, _ = AuditLog.open(path, 1.0)
+    journalled: list[str] = []
+    log.on_rotated = journalled.append
+    for i in range(400):  # far more than KEEP_ROTATED rotations
+        log.append({"tool": "t", "verdict": "allow", "rule": "default.allow", "request_id": i}, 2.0)
+    log.close()
+    assert len(journalled) > audit.KEEP_ROTATED
+    reopened, _ = AuditLog.open(path, 3.0, known_head=journalled[-1])
+    reopened.close()
+    assert reopened.gaps == [] and not list(tmp_path.glob("*.replaced-*"))
+    stale, _ = AuditLog.open(path, 4.0, known_head=journalled[0])  # rotated away: named as a gap
+    stale.close()
+    assert len(stale.gaps) == 1
