@@ -297,6 +297,8 @@ class Daemon:
             self.journal.append({"k": "events", "events": list(events)})
 
     def _journal_audit_head(self, head: str) -> None:
+        if self._journal is None:  # closing: the journal was compacted and closed before the audit log
+            return
         try:
             self.journal.append({"k": "audit_head", "head": head})
         except (OSError, ProtocolError) as exc:  # the next compaction records it; the record is written
