@@ -111,6 +111,22 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
         # going upstream with the call): judged with it.
         "answers": _OPT_MAP,
     },
+    # The calls the shim may forward before it asks (docs/how-it-works.md, "Decided before it is
+    # asked"): `holding` is the epoch of the set it holds (nil: none; an acknowledged withdrawal).
+    # Reply {"epoch": n, "tools": {tool: [argument names]}}, or tools nil: withdrawn. A request the
+    # set does not change for waits for the next change; a newer request supersedes a waiting one.
+    "fastpath": {"holding": (int, type(None))},
+    # The verdict record of a call the shim forwarded under the set of epoch `epoch` (`seq`: per shim
+    # instance, increasing). Judged and audited as a verdict is; replayed after a reconnect until
+    # answered. Reply: see `verdict_reply`.
+    "forwarded": {
+        "request_id": _ID,
+        "request_id_json": _OPT_STR,
+        "tool": _STR,
+        "arguments": _MAP,
+        "epoch": _INT,
+        "seq": _INT,
+    },
     # What a person answered to an elicitation (docs/dev/approvals-protocol.md). Reply: a verdict reply.
     "answer": {"request_id": _ID, "code": _STR, "action": _STR, "choice": _OPT_STR},
     # One upstream output. `seq` is per shim instance, increasing; the daemon acks with the same seq and
@@ -193,6 +209,19 @@ class VerdictRequest(Request):
     answers: NotRequired[dict[str, Any] | None]
 
 
+class FastpathRequest(Request):
+    holding: NotRequired[int | None]
+
+
+class ForwardedRequest(Request):
+    request_id: NotRequired[str | int | None]
+    request_id_json: NotRequired[str | None]
+    tool: str
+    arguments: dict[str, Any]
+    epoch: int
+    seq: int
+
+
 class AnswerRequest(Request):
     request_id: NotRequired[str | int | None]
     code: NotRequired[str]
@@ -268,6 +297,8 @@ REQUEST_TYPES: Final[Mapping[str, type[Request]]] = {
     "client": ClientRequest,
     "tools": ToolsRequest,
     "verdict": VerdictRequest,
+    "fastpath": FastpathRequest,
+    "forwarded": ForwardedRequest,
     "answer": AnswerRequest,
     "observe": ObserveRequest,
     "vouch": VouchRequest,

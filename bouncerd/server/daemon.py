@@ -50,12 +50,12 @@ import anyio
 import anyio.abc
 
 from bouncerd import __version__, wire
-from bouncerd.core import pins, restricted
+from bouncerd.core import fastpath, pins, restricted
 from bouncerd.core.approvals import arguments_digest
 from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
-from bouncerd.core.model import ServerIdentity, ToolCall
+from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import Policy
 from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
 from bouncerd.managedpolicy import ManagedSource
@@ -66,12 +66,13 @@ from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import AsyncHandler, Caller, Handler
 from bouncerd.server.connection import Connection
 from bouncerd.server.export import Exporter, report_periodically
+from bouncerd.server.fastlane import FastLane
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.listener import bind_socket, socket_identity
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
-from bouncerd.server.sessions import Registry, grace_seconds, sweep_interval
+from bouncerd.server.sessions import Registry, ServerEntry, Session, grace_seconds, sweep_interval
 from bouncerd.server.unread import RESYNC_SECONDS, Peers
 
 log = logging.getLogger("bouncerd")
@@ -115,6 +116,7 @@ class Daemon:
         self.observations = ObservationIndex(self.engine, self._journal_append)
         self.peers = Peers()  # every connection, for the barrier a verdict waits behind (unread.py)
         self.observations.on_indexed = self.maybe_compact
+        self.fastlane = FastLane(self.engine, lambda: self.policy.base)  # calls decided before asked
         self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
         # asking a person: codes, answers, approvals
         self.approvals = ApprovalDesk(
@@ -143,7 +145,7 @@ class Daemon:
 
     def _async_handler_table(self) -> dict[str, AsyncHandler]:
         """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
-        return {"reload": self.reload_op}
+        return {"reload": self.reload_op, "fastpath": self.fastpath_op}
 
     def _handler_table(self) -> dict[str, Handler]:
         """Every op of `wire.OPS` but hello (which `Connection` answers first) and those of
@@ -152,6 +154,7 @@ class Daemon:
             "client": self.client,
             "tools": self.tools,
             "verdict": self.verdict,
+            "forwarded": self.forwarded,
             "answer": self.approvals.answer,
             "observe": self.observe,
             "vouch": self.vouch,
@@ -449,7 +452,7 @@ class Daemon:
             task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
-                    tg.start_soon(self.reloader.reload, time.time)
+                    tg.start_soon(self.fastlane.change, lambda: self.reloader.reload(time.time))
                     continue
                 log.info("%s: shutting down", signal.Signals(signum).name)
                 tg.cancel_scope.cancel()
@@ -473,6 +476,7 @@ class Daemon:
             except Exception:  # a bug must cost one connection, not the daemon
                 log.exception("connection from pid %s failed", cred.pid)
             finally:
+                self.fastlane.leave(conn.caller)
                 self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
 
     # ---- ops ----------------------------------------------------------------------------------
@@ -529,6 +533,8 @@ class Daemon:
             # This daemon reads every other connection up to where it stood before judging a send
             # (unread.py), so a shim may release an output once its observation is written.
             release_on_write=True,
+            # This daemon answers `fastpath` and `forwarded` (docs/how-it-works.md).
+            fast_path=True,
         )
         return reply, True
 
@@ -545,11 +551,17 @@ class Daemon:
         tools = [t for t in msg["tools"] if isinstance(t, dict)]
         try:
             report, events = self.engine.tools_listed(
-                entry.identity, tools, time.time(), client=session.client.name, session=session.key
+                entry.identity,
+                tools,
+                time.time(),
+                client=session.client.name,
+                session=session.key,
+                profile=pins.capability_profile(session.client.capabilities),
             )
         except (TypeError, ValueError) as exc:  # bytes, which JSON cannot carry: found before any change
             return wire.error_reply(rid, "bad_tools", f"a tool in the list cannot be pinned: {exc}")
         self._journal_events(events)
+        self.fastlane.changed(entry.identity.key)
         entry.tools = len(tools)
         self.maybe_compact()
         return wire.reply(
@@ -590,6 +602,44 @@ class Daemon:
         verdict = decision.verdict
         assert verdict is not None
         asked = self.approvals.ask_fields(decision.ask)
+        reason = decision.ask.pending.reason if decision.ask is not None else verdict.reason
+        if any(ev["ev"] == "pin_window" for ev in decision.events):  # the first call closed the window
+            self.fastlane.changed(entry.identity.key)
+        reply = self._audit_verdict(rid, session, entry, call, verdict, reason, asked, msg, now)
+        reply.update(asked)  # an ask: code, question, elicitation, timeout, request_state, binding
+        return reply
+
+    def forwarded(self, caller: Caller, rid: int, msg: wire.ForwardedRequest) -> dict[str, Any]:
+        """The record of a call the shim forwarded on the fast path: judged and audited as a verdict."""
+        session, entry = caller.require_server()
+        call = ToolCall(session.key, entry.identity, msg["tool"], msg["arguments"], msg.get("request_id"))
+        now = time.time()
+        try:
+            policy, policy_error = self.policy.for_shim(caller.policy_path), None
+        except PolicyError as exc:
+            policy, policy_error = self.policy.base, str(exc)
+        verdict = fastpath.judge_forwarded(
+            self.engine, call, now, policy, epoch=msg["epoch"], policy_error=policy_error
+        )
+        self._journal_events(verdict.events)
+        extra = {"fast_path": {"epoch": msg["epoch"], "instance": caller.instance, "seq": msg["seq"]}}
+        return self._audit_verdict(rid, session, entry, call, verdict, verdict.reason, {}, msg, now, extra)
+
+    def _audit_verdict(
+        self,
+        rid: int,
+        session: Session,
+        entry: ServerEntry,
+        call: ToolCall,
+        verdict: Verdict,
+        reason: str,
+        asked: Mapping[str, Any],
+        msg: Mapping[str, Any],
+        now: float,
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Audit one verdict (the record a `verdict` or a `forwarded` op leaves) and make its reply."""
+        kind = call.kind
         provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
         record: dict[str, Any] = {
             "session": session.key,
@@ -603,7 +653,7 @@ class Daemon:
             # An ask's record keeps the reason without the `bouncerctl approve CODE` hint: the client
             # may answer it itself, and the log must not offer a code for an ask already answered
             # (the code is in its own field; `bouncerctl pending` lists the open ones).
-            "reason": decision.ask.pending.reason if decision.ask is not None else verdict.reason,
+            "reason": reason,
             "destination": verdict.destination,
             "provenance": provenance,
         }
@@ -616,10 +666,12 @@ class Daemon:
             self.approvals.remember_arguments(asked["code"], call.arguments)
         if msg.get("request_id_json") is not None:  # exact where request_id cannot be (a float, ...)
             record["request_id_json"] = msg["request_id_json"]
+        if extra:
+            record.update(extra)
         self.audit.append(record, now)
         session.counts[verdict.verdict] += 1
         self.maybe_compact()
-        reply = wire.verdict_reply(
+        return wire.verdict_reply(
             rid,
             verdict=verdict.verdict,
             rule=verdict.rule,
@@ -627,8 +679,6 @@ class Daemon:
             destination=verdict.destination,
             provenance=provenance,
         )
-        reply.update(asked)  # an ask: code, question, elicitation, timeout, request_state, binding
-        return reply
 
     def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
         """Whether a request must wait until every earlier output is indexed. Only a verdict on a
@@ -646,11 +696,22 @@ class Daemon:
     # ---- policy, pins, vouching ---------------------------------------------------------------
 
     def reload(self) -> str | None:
-        """Reload policy.yaml here and now (an "always" answer that edited it). None, or why not."""
-        return self.reloader.reload_now(time.time())
+        """Reload policy.yaml here and now (an "always" answer that edited it). None, or why not. It
+        only adds trust for a tool that was asked about, never one of a fast-path set."""
+        error = self.reloader.reload_now(time.time())
+        self.fastlane.changed()
+        return error
 
     async def reload_op(self, caller: Caller, rid: int, msg: wire.ReloadRequest) -> dict[str, Any]:
-        return wire.reply(rid, error=await self.reloader.reload(time.time))
+        error = await self.fastlane.change(lambda: self.reloader.reload(time.time))
+        return wire.reply(rid, error=error)
+
+    async def fastpath_op(self, caller: Caller, rid: int, msg: wire.FastpathRequest) -> dict[str, Any]:
+        grant = await self.fastlane.request(caller, msg.get("holding"))
+        tools = (
+            {name: list(names) for name, names in grant.tools.items()} if grant.tools is not None else None
+        )
+        return wire.reply(rid, epoch=grant.epoch, tools=tools)
 
     def pins(self, caller: Caller, rid: int, msg: wire.PinsRequest) -> dict[str, Any]:
         servers = []
@@ -673,6 +734,7 @@ class Daemon:
             found = True
             events = self.engine.accept_pins(key, wanted)
             self._journal_events(events)
+            self.fastlane.changed(key)
             names = [ev["tool"] for ev in events]
             accepted.extend(names)
             if names:

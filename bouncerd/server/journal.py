@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from bouncerd import wire
+from bouncerd.atomicfile import replace_file
 from bouncerd.errors import ProtocolError
 
 # Frames holding a large bytes value are written around it (see wire.encode_parts); re-exported here
@@ -332,23 +333,17 @@ class Journal:
 
 
 def _write_new(path: Path, records: Iterable[list[bytes]]) -> int:
-    """Write `MAGIC` and `records` to a temp file, fsync it and move it over `path`; return its size.
-    On any error the temp file is removed and `path` is left as it was."""
-    tmp = path.with_name(path.name + ".compact")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
+    """Replace `path` with `MAGIC` and `records`, whole (`bouncerd.atomicfile.replace_file`: temp file,
+    fsync, rename, directory fsync); return its size. On any error `path` is left as it was."""
+    size = 0
+
+    def write(fd: int) -> None:
+        nonlocal size
         size = _write_parts(fd, [MAGIC])
         for parts in records:
             size += _write_parts(fd, parts)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+
+    replace_file(path, write)
     return size
 
 
@@ -402,11 +397,3 @@ def _copy_tail_aside(path: Path, offset: int, kind: str) -> Path:
         os.close(src)
         os.close(out)
     return aside
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -26,6 +26,7 @@ def test_fields_check_request_insists_on_are_required_in_the_type() -> None:
         "observe_text": {"tool", "text"},
         "check_builtin": {"tool", "input"},
         "tools": {"tools"},
+        "forwarded": {"tool", "arguments", "epoch", "seq"},
     }
     for op, typed in wire.REQUEST_TYPES.items():
         hints = get_type_hints(typed, include_extras=True)
