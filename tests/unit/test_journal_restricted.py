@@ -180,3 +180,19 @@ def test_vouched_destinations_read_before_the_damage_are_dropped() -> None:
     eng.restrict(LOST)
     eng.accept_pins(MAIL.key)
     assert _call(eng, "send_email", to="bob@partner.example", body="x").verdict == "ask"
+
+
+def test_calls_the_fast_path_forwards_unasked_are_allowed_while_restricted() -> None:
+    """The fast path forwards a call before asking when `decide` would allow it whatever the state
+    (fastpath.is_fast). The restriction must change no such verdict, or a call the restricted engine
+    would ask about would go upstream unasked."""
+    from bouncerd.core import fastpath
+
+    eng = _engine(restricted=True)
+    assert fastpath.fast_tools(eng, MAIL, eng.policy) == {}  # nothing is pinned: nothing is fast
+    eng.accept_pins(MAIL.key)
+    fast = fastpath.fast_tools(eng, MAIL, eng.policy)
+    assert "read_inbox" in fast
+    for tool, names in fast.items():
+        arguments = {name: "db.evil.example" for name in names}
+        assert _call(eng, tool, **arguments).verdict == "allow", tool
