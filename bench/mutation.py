@@ -183,6 +183,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "one call more than max_calls is allowed (off by one)",
     ),
     Mutant(
+        "state.budget_spent",
+        f"{CORE}/restricted.py",
+        "if restriction is None or max_calls is None:",
+        "if True:",
+        "a damaged journal's lost attempts are never counted as spent",
+    ),
+    Mutant(
+        "state.unproven_send",
+        f"{CORE}/restricted.py",
+        'if verdict.rule in ALLOWED_FOR_WANT_OF_TAINT or (sends and verdict.rule == "default.allow"):',
+        "if False:",
+        "after a damaged journal, a send allowed for want of taint stays allowed",
+    ),
+    Mutant(
         "constraint.path",
         f"{CORE}/constraints.py",
         "if not rule.allowed_path_prefixes:",

@@ -17,6 +17,14 @@ a new one), writes garbage lines around its answer, or answers slowly.
 
 Meanwhile a killer thread sends SIGKILL to the daemon K times, spread over the run by the number of
 calls decided, each time waiting until some shim has brought a daemon back before the next kill.
+Then (unless turned off) it freezes the daemon with SIGSTOP for ``--stop-seconds`` (a daemon alive but
+not answering: every wait must end within its bound, and no call refused then may be forwarded once
+it answers again), and damages its journal (a flipped byte in the first record, written while the
+daemon is stopped, then SIGKILL): the daemon a shim starts next must come up restricted, and the
+bench then accepts the loss and the tools as a person would (``pins_accept``, ``accept_loss``).
+Refusals inside those steps (the shim's "did not answer in time" and "could not record", as well as
+"unreachable") are counted as refusal windows of the step, apart from the kills' windows, which keep
+their target; the longest wait of any call is printed with them.
 
 At the end the bench (soak_reckon.py) reads what the servers recorded (soak_server.py appends one
 line per call it received, before handling it) and the daemon's audit log, and prints:
@@ -60,7 +68,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bouncer_shim.jsonrpc import BLOCKED_PREFIX, LOST_REASON, UNREACHABLE_REASON
+from bouncer_shim.jsonrpc import (
+    BLOCKED_PREFIX,
+    LOST_REASON,
+    NOT_ANSWERING_REASON,
+    UNREACHABLE_REASON,
+    UNRECORDED_REASON,
+)
+from bouncer_shim.sync import VERDICT_WAIT_SECONDS
 from soak_reckon import MUST_DENY, Run, Stats, reckon
 
 from bouncerd.client import Client as DaemonClient
@@ -112,6 +127,14 @@ DAEMON_UP_TIMEOUT_S = 60.0
 SETTLE_AFTER_RECOVERY_S = 2.0
 # Warm-up: RSS "before" is taken once this many calls were decided (imports, caches, first sessions).
 WARMUP_CALLS = 500
+# The freeze step's default length: longer than the shim's bound on a verdict, so it must show.
+STOP_SECONDS = 15.0
+# After the journal damage the bench, as a person, accepts the loss this long after the restricted
+# daemon is up (calls meanwhile are refused as the restricted state says).
+ACCEPT_AFTER_S = 2.0
+# Where in the journal the damage step flips a byte: inside the first record's body (after the
+# 8-byte header and the record's 8-byte length and checksum), where it still decodes.
+DAMAGE_OFFSET = 8 + 8 + 12
 
 
 # ---- one client ------------------------------------------------------------------------------------
@@ -193,9 +216,23 @@ class Shim:
 
 class Campaign:
     def __init__(
-        self, home: Path, clients: int, calls: int, kills: int, seed: int, die_weight: float
+        self,
+        home: Path,
+        clients: int,
+        calls: int,
+        kills: int,
+        seed: int,
+        die_weight: float,
+        stop_seconds: float = 0.0,
+        damage: bool = False,
     ) -> None:
         self.home = home
+        self.stop_seconds = stop_seconds
+        self.damage = damage
+        self.steps: dict[str, tuple[float, float]] = {}  # step -> (start, end) on the monotonic clock
+        self.step_windows: dict[str, list[float]] = {}  # refusal windows overlapping a step
+        self.longest_wait = 0.0  # the longest any tools/call waited for its answer
+        self.restricted_seen: str | None = None
         self.die_weight = die_weight
         self.clients = clients
         self.calls = calls
@@ -228,6 +265,7 @@ class Campaign:
             stats.sent[kind] += 1
             if kind in MUST_DENY:
                 stats.must_deny_nonces.add(nonce)
+            asked = time.monotonic()
             try:
                 answer = shim.request("tools/call", {"name": name, "arguments": args})
             except (ShimGone, TimeoutError) as exc:
@@ -236,8 +274,13 @@ class Campaign:
                 stats.shim_exits[shim.close()] += 1
                 shim = self._start(index, stats)
                 continue
+            waited = time.monotonic() - asked
+            with self.lock:
+                self.longest_wait = max(self.longest_wait, waited)
             text = blocked(answer)
-            if text is not None and text.endswith(UNREACHABLE_REASON):
+            if text is not None and (
+                UNREACHABLE_REASON in text or NOT_ANSWERING_REASON in text or UNRECORDED_REASON in text
+            ):
                 stats.refused_unreachable += 1
                 if refused_since is None:
                     refused_since = time.monotonic()
@@ -249,7 +292,7 @@ class Campaign:
                 shim = self._start(index, stats)
                 continue
             if refused_since is not None:
-                stats.windows.append(time.monotonic() - refused_since)
+                self._window(stats, refused_since, time.monotonic())
                 refused_since = None
             stats.decided[kind] += 1
             stats.decided_nonces.add(nonce)
@@ -258,8 +301,17 @@ class Campaign:
             with self.lock:
                 self.decided_total += 1
         if refused_since is not None:
-            stats.windows.append(time.monotonic() - refused_since)
+            self._window(stats, refused_since, time.monotonic())
         stats.shim_exits[shim.close()] += 1
+
+    def _window(self, stats: Stats, start: float, end: float) -> None:
+        """A refusal window: the freeze's and the damage's are theirs, the rest the kills'."""
+        with self.lock:
+            for step, (begin, finish) in self.steps.items():
+                if start <= finish and end >= begin:
+                    self.step_windows.setdefault(step, []).append(end - start)
+                    return
+        stats.windows.append(end - start)
 
     def _start(self, index: int, stats: Stats) -> Shim:
         """A new shim and server, initialised, with the inbox read (the session sees the attacker)."""
@@ -308,10 +360,58 @@ class Campaign:
             entry["new_pid"] = pid
             self.kill_log.append(entry)
             time.sleep(SETTLE_AFTER_RECOVERY_S)
+        if self.stop_seconds > 0 and not self.stop.is_set():
+            pid = self.freeze(pid)
+        if self.damage and not self.stop.is_set():
+            pid = self.damage_journal(pid)
         while not self.stop.is_set() and self.decided() < self.calls:
             time.sleep(0.05)
         self.rss_after = rss(pid)
         self.stop.set()
+
+    def _step(self, name: str, begin: float) -> None:
+        with self.lock:
+            self.steps[name] = (begin, float("inf"))
+
+    def _step_done(self, name: str) -> None:
+        with self.lock:
+            begin, _ = self.steps[name]
+            # a refusal is the step's until the clients have had a verdict's bound to get through
+            self.steps[name] = (begin, time.monotonic() + VERDICT_WAIT_SECONDS)
+
+    def freeze(self, pid: int) -> int:
+        """SIGSTOP the daemon for `stop_seconds`, then SIGCONT; return the pid serving afterwards."""
+        self._step("freeze", time.monotonic())
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(self.stop_seconds)
+        os.kill(pid, signal.SIGCONT)
+        self._step_done("freeze")
+        time.sleep(SETTLE_AFTER_RECOVERY_S)
+        return self.wait_daemon(None)
+
+    def damage_journal(self, pid: int) -> int:
+        """Flip a byte of the stopped daemon's journal, kill it, and accept the loss once its
+        successor came up restricted; return the successor's pid."""
+        self._step("damage", time.monotonic())
+        journal = self.home / "state" / "journal.bin"
+        os.kill(pid, signal.SIGSTOP)
+        data = bytearray(journal.read_bytes())
+        if len(data) > DAMAGE_OFFSET:
+            data[DAMAGE_OFFSET] ^= 0x20
+            journal.write_bytes(bytes(data))
+        os.kill(pid, signal.SIGKILL)
+        pid = self.wait_daemon(pid)
+        sock = self.home / "run" / "bouncerd.sock"
+        with DaemonClient.connect(sock, timeout=5.0) as c:
+            restricted = c.request("status")["daemon"].get("restricted")
+        self.restricted_seen = restricted.get("reason") if isinstance(restricted, dict) else None
+        time.sleep(ACCEPT_AFTER_S)
+        with DaemonClient.connect(sock, timeout=5.0) as c:
+            c.request("pins_accept", server="soak", tools=None)
+            c.request("accept_loss")
+        self._step_done("damage")
+        time.sleep(SETTLE_AFTER_RECOVERY_S)
+        return pid
 
     def wait_daemon(self, old: int | None) -> int:
         """The pid of a serving daemon other than `old` (started by some shim)."""
@@ -393,7 +493,16 @@ def run_campaign(args: argparse.Namespace) -> int:
             f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs; home {home}",
             flush=True,
         )
-        c = Campaign(home, args.clients, args.calls, args.kills, args.seed, args.die_weight)
+        c = Campaign(
+            home,
+            args.clients,
+            args.calls,
+            args.kills,
+            args.seed,
+            args.die_weight,
+            stop_seconds=args.stop_seconds,
+            damage=not args.no_damage,
+        )
         threads = [threading.Thread(target=c.client, args=(i,), daemon=True) for i in range(args.clients)]
         for t in threads:
             t.start()
@@ -417,12 +526,35 @@ def run_campaign(args: argparse.Namespace) -> int:
             print(f"the killer stopped: {killer_error[0]}")
         run = Run(home, c.clients, c.stats, c.kill_log, c.rss_before, c.rss_after)
         ok = reckon(run, wall) and not killer_error
+        ok = report_steps(c) and ok
         return 0 if ok else 1
     finally:
         if args.keep:
             print(f"kept {home}")
         else:
             shutil.rmtree(home, ignore_errors=True)
+
+
+def report_steps(c: Campaign) -> bool:
+    """The freeze and damage steps' figures; False if one missed its target."""
+    ok = True
+    print(
+        f"longest wait of any call: {c.longest_wait:.2f} s (a verdict's bound: {VERDICT_WAIT_SECONDS:.0f} s)"
+    )
+    if c.longest_wait > VERDICT_WAIT_SECONDS + 5:
+        print(f"FAIL: a call waited {c.longest_wait:.1f} s, past the verdict's bound")
+        ok = False
+    for step in ("freeze", "damage"):
+        if step not in c.steps:
+            continue
+        windows = c.step_windows.get(step, [])
+        print(f"{step}: refusal windows {len(windows)}, longest {max(windows, default=0.0):.2f} s")
+    if "damage" in c.steps:
+        print(f"damage: the next daemon came up restricted: {c.restricted_seen or 'NO'}")
+        if c.restricted_seen is None:
+            print("FAIL: the damaged journal did not make the next daemon restricted")
+            ok = False
+    return ok
 
 
 def stop_daemon(home: Path) -> None:
@@ -469,6 +601,13 @@ def main() -> int:
         default=MIX["die"],
         help=f"weight of server deaths in the mix (default {MIX['die']})",
     )
+    parser.add_argument(
+        "--stop-seconds",
+        type=float,
+        default=STOP_SECONDS,
+        help=f"SIGSTOP the daemon this long after the kills; 0: no freeze (default {STOP_SECONDS:.0f})",
+    )
+    parser.add_argument("--no-damage", action="store_true", help="no journal damage step")
     parser.add_argument("--quick", action="store_true", help="4 shims, 2,000 calls, 1 kill")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home (logs, audit)")
     parser.add_argument(

@@ -3,7 +3,8 @@
 The daemon rotates the live file to ``audit.jsonl.1`` (``.1`` becomes ``.2``, and so on; see
 `bouncerd.server.audit`), and the chain runs on across the files, so whoever reads the log walks
 ``.N`` … ``.1`` and then the live file. Other files beside it (``audit.jsonl.torn-<time>``, a torn
-tail moved aside) are not part of the chain. Shared by the daemon, which writes the files, and by
+tail moved aside; ``audit.jsonl.replaced-<time>``, a file the daemon found in place of its log) are
+not part of the chain. Shared by the daemon, which writes the files, and by
 ``bouncerctl audit``, ``tail`` and ``report``, which read them without asking the daemon.
 """
 
@@ -11,6 +12,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
+# The rule of the record that opens a new live file after the daemon found the old one lost (deleted,
+# moved, replaced): its `prev` names the last record the daemon wrote, so a reader sees the gap.
+GAP_RULE = "audit.gap"
 
 # ``.N``, numbered from 1; at most six digits, far more files than rotation ever keeps.
 _ROTATED_SUFFIX = re.compile(r"\.([1-9][0-9]{0,5})$")

@@ -159,6 +159,9 @@ OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
     # arguments while the daemon holds them (else arguments_missing says why)
     "approve_show": {"code": _STR, "arguments": _OPT_BOOL},
     "approve": {"code": _STR},  # grant one retry of the bound call; reply as approve_show + approved
+    # a person accepts the loss of a damaged journal's state: the restricted state ends; reply
+    # {"accepted": bool} (false when the daemon was not restricted)
+    "accept_loss": {},
 }
 
 # ---- the requests, typed: one TypedDict per op, field for field as in OPS (a test holds them equal).
@@ -267,6 +270,10 @@ class PinsRequest(Request):
     server: NotRequired[str | None]
 
 
+class AcceptLossRequest(Request):
+    pass
+
+
 class PinsAcceptRequest(Request):
     server: NotRequired[str]
     tools: NotRequired[list[Any] | None]
@@ -305,6 +312,7 @@ REQUEST_TYPES: Final[Mapping[str, type[Request]]] = {
     "pending": PendingRequest,
     "approve_show": ApproveShowRequest,
     "approve": ApproveRequest,
+    "accept_loss": AcceptLossRequest,
 }
 
 

@@ -51,7 +51,9 @@ from bouncerd.core.events import (
 CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: no I, L, O, U
 CODE_CHARS = 6
 CODE_TTL_SECONDS = 300.0  # long enough to switch to a terminal, short enough to not linger
-MAX_PENDING = 256  # per daemon; the oldest pending code is dropped (its call stays denied)
+# Open codes per daemon. When full, a new question gets no code (its call stays refused) and every
+# earlier one is kept: a flood of questions must not push out the one a person is answering.
+MAX_PENDING = 256
 MAX_WRONG_CODES = 5  # per WRONG_CODE_WINDOW_SECONDS, then every approve attempt is refused
 WRONG_CODE_WINDOW_SECONDS = 60.0
 STATE_TTL_SECONDS = 600.0  # an input_required question left unanswered this long is void
@@ -149,6 +151,8 @@ class Approvals:
 
     def apply(self, ev: ApprovalEvent) -> None:
         if ev["ev"] == "approval_pending":
+            if len(self.pending) >= MAX_PENDING and ev["code"] not in self.pending:
+                return  # full: see MAX_PENDING
             b = Binding(**ev["binding"])
             self.pending[ev["code"]] = Pending(
                 ev["code"],
@@ -161,8 +165,6 @@ class Approvals:
                 tuple(ev.get("destinations", ())),
                 ev.get("rule", ""),
             )
-            while len(self.pending) > MAX_PENDING:
-                self.pending.pop(next(iter(self.pending)))
         elif ev["ev"] == "approval_closed":
             self.pending.pop(ev["code"], None)
         elif ev["ev"] == "grant":

@@ -32,6 +32,7 @@ from bouncerd.core import (
     fallback_words,
     managed,
     pins,
+    restricted,
     sinkgate,
     taint,
     tokens,
@@ -158,6 +159,19 @@ class Engine:
         self._rules: dict[tuple[int, str, str, str], ToolRule] = {}
         self._own: tuple[tuple[str, ...], frozenset[str]] | None = None  # `you:` and its taint keys
         self.notes = callnotes.CallNotes()  # recent calls, to read their outputs (not journalled)
+        self.restriction: restricted.Restriction | None = None  # the journal was damaged (restricted.py)
+
+    def restrict(self, restriction: restricted.Restriction) -> None:
+        """The state on disk was damaged: decide as `bouncerd/core/restricted.py` says from now on, and
+        drop what only ever loosened a verdict (pins, first-use windows, grants, vouched and listed
+        destinations). The daemon journals the restriction, so replaying it drops the same."""
+        self.restriction = restriction
+        restricted.drop_loosening(self.servers.values(), self.sessions.values())
+        self.approvals = ap.Approvals()
+
+    def lift_restriction(self) -> None:
+        """A person accepted the loss: decide as usual again (tools stay unpinned until accepted)."""
+        self.restriction = None
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
@@ -322,6 +336,8 @@ class Engine:
         `session` say who saw the list, `profile` what that client can do (`pins.capability_profile`)."""
         events: list[Event] = []
         self._identities[server.name] = server
+        if self.restriction is not None and server.key not in self.servers:  # no trust on first use
+            self._emit(events, PinWindowEvent(ev="pin_window", server=server.key, until=None))
         report, listed, live, live_tools = pins.listing(
             self.servers.get(server.key), server, tools, now, client, session, profile
         )
@@ -414,6 +430,7 @@ class Engine:
         )
         if call.kind != "tool":
             message = self._decide_message(call, events, now)
+            message = restricted.judge(self.restriction, message, sends=True)
             if call.kind == "resource":
                 self._note_call(call, None, message)
             return dataclasses.replace(message, events=tuple(events))
@@ -435,6 +452,10 @@ class Engine:
                         break
             if verdict is None:
                 verdict = Verdict("allow", "default.allow", "no rule objected")
+            if self.restriction is not None:
+                # Changes only calls some gate concerns (a send, a program, a destination argument) or
+                # allowed for want of taint, none of which the fast path forwards (fastpath.is_fast).
+                verdict = restricted.judge(self.restriction, verdict, sends=self._sends(call, rule))
             self._note_call(call, rule, verdict)
         return Verdict(
             verdict.verdict,
@@ -445,6 +466,16 @@ class Engine:
             verdict.provenance,
             tuple(events),
         )
+
+    def _sends(self, call: ToolCall, rule: ToolRule) -> bool:
+        """Whether a call can carry data somewhere: a gated tool, a program among its arguments, or a
+        tool that does not only read with an argument that is an address, a URL or a host."""
+        if rule.exfiltrating or program_arguments(call.arguments):
+            return True
+        if not carries_destinations(call.tool):
+            return False
+        found = [*sinkgate.destinations(call.arguments, ())[0], *sinkgate.assembled(call.arguments)]
+        return any(canon.canonicalize(d.value.strip()).kind != "text" for d in found)
 
     def _own_keys(self) -> frozenset[str]:
         """The taint keys of the user's own destinations (`you:`): an output naming them plants nothing."""
@@ -569,7 +600,9 @@ class Engine:
         rule = self.rule_for(server, tool_name)
         # The engine's own trust sources (vouched, approved, allowlisted), so the two paths cannot diverge.
         trust = self.trust(ToolCall(session, server, tool_name, tool_input), rule)
-        return self._builtin_verdict(tool_name, tool_input, self.scope_key(session, server.name), trust, rule)
+        scope = self.scope_key(session, server.name)
+        verdict = self._builtin_verdict(tool_name, tool_input, scope, trust, rule)
+        return restricted.judge(self.restriction, verdict, sends=False)
 
     def _builtin_verdict(
         self, tool_name: str, tool_input: Mapping[str, Any], scope: str, trust: sinkgate.Trust, rule: ToolRule
@@ -851,7 +884,10 @@ GATES: Final[tuple[Gate, ...]] = (
     Gate(
         "budget",
         lambda rule, tool, names: rule.max_calls is not None,
-        lambda engine, call, rule, events, now: engine._check_budget(call, rule),
+        lambda engine, call, rule, events, now: (
+            engine._check_budget(call, rule)
+            or restricted.budget(engine.restriction, call.tool, rule.max_calls)
+        ),
     ),
     Gate(
         "constraints",

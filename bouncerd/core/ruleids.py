@@ -46,6 +46,7 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
         "vouch": "the UserPromptSubmit hook: destinations you typed",
         "audit": "the audit log writer itself",
         "session": "the daemon, when a session ends and is archived",
+        "state": "the engine while restricted: its journal was damaged and nobody accepted the loss yet",
         "resource": "reserved: resources/read and resource templates",
         "prompt": "reserved: prompts/get",
         "completion": "reserved: completion/complete",
@@ -144,6 +145,13 @@ _TABLE = (
         "changed since it was pinned",
         _PIN,
         "a tool redefined after first use (rug pull)",
+    ),
+    _row(
+        "state.budget_spent",
+        DENY,
+        "the tool has a budget and the record of the calls made was lost (restricted state)",
+        _BUDGET,
+        "a call over its budget allowed because the calls before it were lost with a damaged journal",
     ),
     _row("budget.forbidden", DENY, "the tool has `max_calls: 0`", _BUDGET, "calls to a tool you forbade"),
     _row(
@@ -332,6 +340,14 @@ _TABLE = (
         _TAINT,
         "a sending tool the fallback cannot read, pointed at a planted destination",
     ),
+    _row(
+        "state.unproven_send",
+        ASK,
+        "a send or fetch that would be allowed for want of taint, while the taint may have been lost "
+        "with a damaged journal (restricted state)",
+        _GATE,
+        "a planted destination allowed after the output that planted it was lost",
+    ),
     _row("default.allow", ALLOW, "no rule objected (no budget, no constraint, sink gate off)", _NONE, "—"),
     _row(
         "fastpath.late",
@@ -441,6 +457,20 @@ _TABLE = (
     _row("pins.accepted", EVENT, "a person accepted new or changed tools", _PINS_EVENT, "—"),
     _row("vouch.user_prompt", EVENT, "destinations you typed were vouched for the session", _NONE, "—"),
     _row(
+        "state.lost",
+        EVENT,
+        "the journal was damaged at start: bouncerd runs restricted until a person accepts the loss",
+        _NONE,
+        "—",
+    ),
+    _row(
+        "state.loss_accepted",
+        EVENT,
+        "a person accepted the loss of the journal's state (`bouncerctl state accept-loss`)",
+        _NONE,
+        "—",
+    ),
+    _row(
         "audit.rotated",
         EVENT,
         "the first record of a new log file; `prev` chains it to the file before",
@@ -451,6 +481,14 @@ _TABLE = (
         "audit.repaired",
         EVENT,
         "a torn last line (a crash mid-write) was moved aside at start",
+        _NONE,
+        "—",
+    ),
+    _row(
+        "audit.gap",
+        EVENT,
+        "the live log was deleted, moved or replaced (or no longer held the last record written): a new "
+        "file starts here, `prev` naming the last record written, so `audit verify` reports the gap",
         _NONE,
         "—",
     ),

@@ -19,6 +19,16 @@ under umask 077), then looks at the tail before anything is appended:
 `append` chains a record (`bouncerd.core.audit.chain`), encodes it as one line and writes it with a
 single ``os.write``; with ``O_APPEND`` a line is never interleaved with another.
 
+The log is held as a path *and* an inode. Before each write the path is looked up again: if it names
+no file, or another file than the one open (deleted, moved, replaced while the daemon runs), records
+would go to a file nobody finds. So a new file is started at the path (a file that replaced ours is
+first moved aside to ``audit.jsonl.replaced-<UTC time>``), and its first record (rule `GAP_RULE`)
+names what happened and links, by ``prev``, to the last hash this daemon wrote: `bouncerctl audit
+verify` then reports the missing records as a break in the chain, never as an intact log. The daemon
+also keeps the last hash it wrote in its journal (at every compaction and at a clean stop) and hands it
+to `open`: a log that no longer holds that record was replaced or cut while the daemon was down, and
+is set aside and continued the same way, instead of a forged or torn start being taken for a crash.
+
 Rotation: once the live file reaches `ROTATE_AFTER_BYTES`, it is fsync-ed and renamed to
 ``audit.jsonl.1`` (``.1`` becomes ``.2`` and so on; `KEEP_ROTATED` files are kept, the oldest is
 dropped), a new ``audit.jsonl`` is created, and its first record (rule ``audit.rotated``) has
@@ -54,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bouncerd.auditfiles import GAP_RULE as GAP_RULE
 from bouncerd.auditfiles import chain_files as chain_files  # also named here: tests import them
 from bouncerd.auditfiles import predecessors as predecessors
 from bouncerd.auditfiles import rotated_path
@@ -134,20 +145,50 @@ class TailRepair:
     aside: Path
 
 
+@dataclass(frozen=True)
+class Gap:
+    """The live file was lost (deleted, moved, replaced) and a new one started after a gap record."""
+
+    why: str
+    aside: Path | None  # where a file that replaced ours was moved
+
+
 class AuditLog:
     def __init__(self, path: Path, fd: int, head: str) -> None:
         self.path = path
         self._fd = fd
         self.head = head  # hash of the last line written
         self.records = 0  # written by this process
-        self.size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        self.size = st.st_size
+        self._ident = (st.st_dev, st.st_ino)  # the file the path must still name at each write
+        self.gaps: list[Gap] = []  # lost live files this daemon noticed (for its log and status)
+        self._gap_pending: str | None = None  # a gap record not yet written (the write failed)
         self.rotate_at = ROTATE_AFTER_BYTES
         # Called with each record as written and its line (no newline), after the write: audit export
         # (`bouncerd/server/export.py`) queues a copy. It must not block or raise.
         self.tap: Callable[[dict[str, Any], bytes], None] | None = None
+        # Called with the head after a rotation: the daemon journals it, so the head it checks at the
+        # next start (`open`'s `known_head`) is never older than the files rotation keeps.
+        self.on_rotated: Callable[[str], None] | None = None
 
     @classmethod
-    def open(cls, path: Path, now: float) -> tuple[AuditLog, TailRepair | None]:
+    def open(
+        cls, path: Path, now: float, known_head: str | None = None
+    ) -> tuple[AuditLog, TailRepair | None]:
+        """Open the log at `path` for appends. `known_head` is the last hash the daemon wrote before
+        (from its journal), if it knows one: a log that does not hold that record was replaced or cut
+        while the daemon was down, and is set aside and continued after a gap record."""
+        if known_head is not None and known_head != chainlib.GENESIS and not _holds(path, known_head):
+            aside = _set_aside(path, now)
+            fd = _open_live(path)
+            log = cls(path, fd, known_head)
+            why = (
+                f"{path.name} does not hold the last record bouncerd wrote to it ({known_head}): "
+                f"the log was deleted, replaced or cut while bouncerd was not running"
+            )
+            log._note_gap(why, aside, now)
+            return log, None
         fd = _open_live(path)
         try:
             if os.fstat(fd).st_mode & 0o077:
@@ -189,6 +230,9 @@ class AuditLog:
         for name, value in fields.items():
             if name not in record:
                 record[name] = value
+        self._check_still_ours(now)
+        if self._gap_pending is not None and fields.get("rule") != GAP_RULE:
+            self.append({"verdict": None, "rule": GAP_RULE, "reason": self._gap_pending}, now)
         chained = chainlib.chain(record, self.head)
         line = chainlib.encode_line(chained)
         written = os.write(self._fd, line)
@@ -197,6 +241,8 @@ class AuditLog:
             os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
             raise OSError(f"short write to the audit log ({written} of {len(line)} bytes)")
         self.head = chained[chainlib.HASH_FIELD]
+        if fields.get("rule") == GAP_RULE:
+            self._gap_pending = None
         self.records += 1
         self.size += written
         if self.tap is not None:
@@ -204,6 +250,36 @@ class AuditLog:
         if self.size >= self.rotate_at:
             self.rotate(now)
         return chained
+
+    def _check_still_ours(self, now: float) -> None:
+        """Whether the path still names the open file; if not, start a new one after a gap record."""
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+            ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            ident = None
+        if ident == self._ident:
+            return
+        what = "deleted or moved" if ident is None else "replaced by another file"
+        aside = _set_aside(self.path, now) if ident is not None else None
+        fd = _open_live(self.path)
+        os.close(self._fd)
+        st = os.fstat(fd)
+        self._fd, self.size, self._ident = fd, st.st_size, (st.st_dev, st.st_ino)
+        why = (
+            f"{self.path.name} was {what} while bouncerd ran; the records written to it since it was last "
+            f"rotated or opened are lost with it, and this file continues the chain from the last "
+            f"record written ({self.head})"
+        )
+        self._note_gap(why, aside, now)
+
+    def _note_gap(self, why: str, aside: Path | None, now: float) -> None:
+        if aside is not None:
+            why += f"; the file found at its place was moved to {aside.name}"
+        self.gaps.append(Gap(why, aside))
+        log.error("audit: %s", why)
+        self._gap_pending = why  # written before any other record, even if this write fails
+        self.append({"verdict": None, "rule": GAP_RULE, "reason": why}, now)
 
     def rotate(self, now: float) -> None:
         """Move the live file to ``.1`` (shifting older ones) and continue the chain in a new file."""
@@ -221,14 +297,65 @@ class AuditLog:
             self.rotate_at = self.size + ROTATE_RETRY_BYTES
             return
         os.close(self._fd)
+        st = os.fstat(fd)
         self._fd, self.size, self.rotate_at = fd, 0, ROTATE_AFTER_BYTES
+        self._ident = (st.st_dev, st.st_ino)
         self.append(_rotation_record(self.path), now)
+        if self.on_rotated is not None:
+            self.on_rotated(self.head)
 
     def close(self) -> None:
         if self._fd >= 0:
             os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1
+
+
+def _holds(path: Path, head: str) -> bool:
+    """Whether the log at `path` (its rotated files included) holds the record whose hash is `head`."""
+    needle = f'"{chainlib.HASH_FIELD}":"{head}"'.encode()
+    files = list(reversed(chain_files(path)))  # newest first: the head is near the end
+    return any(_contains(file, needle, tail_only=True) for file in files) or any(
+        _contains(file, needle) for file in files
+    )
+
+
+def _contains(path: Path, needle: bytes, *, tail_only: bool = False) -> bool:
+    """Whether the file holds `needle` (in its last TAIL_CHUNK_BYTES only, the common case after a
+    clean stop, with `tail_only`)."""
+    try:
+        with path.open("rb") as fh:
+            if tail_only:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - TAIL_CHUNK_BYTES))
+                return needle in fh.read()
+            carry = b""
+            while chunk := fh.read(4 * 1024 * 1024):
+                if needle in carry + chunk:
+                    return True
+                carry = chunk[-len(needle) :]
+    except OSError:
+        return False
+    return False
+
+
+def _set_aside(path: Path, now: float) -> Path | None:
+    """Move a file found at `path` that is not the daemon's log aside (kept as evidence); None if
+    there is none or it is empty."""
+    try:
+        if os.stat(path, follow_symlinks=False).st_size == 0:
+            os.unlink(path)
+            return None
+    except FileNotFoundError:
+        return None
+    base = path.with_name(f"{path.name}.replaced-{utc_stamp(now)}")
+    candidate, n = base, 0
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}.{n}")
+    os.replace(path, candidate)
+    _fsync_dir(path.parent)
+    return candidate
 
 
 def _open_live(path: Path) -> int:

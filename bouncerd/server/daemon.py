@@ -13,7 +13,12 @@ the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events wi
 and return the reply. Every verdict is made in `bouncerd/core`; this module is plumbing.
 
 Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a slice
-of a snapshot). Observation entries belong to `bouncerd/server/observations.py`.
+of a snapshot), ``{"k": "restricted", "reason": str, "since": float}`` (the journal was found damaged:
+the engine is restricted, `bouncerd/core/restricted.py`; first in every snapshot while it lasts) and
+``{"k": "loss_accepted"}`` (a person accepted the loss) and ``{"k": "audit_head", "head": str}`` (the
+last audit hash written, in every snapshot and after every audit rotation: the audit log must still
+hold it at the next start, `bouncerd/server/audit.py`). Observation entries belong to
+`bouncerd/server/observations.py`.
 
 Compaction: once the journal holds more than `COMPACT_AFTER_BYTES` that a rewrite would drop (its
 size less the raw observations still waiting to be indexed, which a rewrite must copy), and more
@@ -45,7 +50,7 @@ import anyio
 import anyio.abc
 
 from bouncerd import __version__, wire
-from bouncerd.core import fastpath, pins
+from bouncerd.core import fastpath, pins, restricted
 from bouncerd.core.approvals import arguments_digest
 from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
@@ -63,6 +68,7 @@ from bouncerd.server.connection import Connection
 from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.fastlane import FastLane
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
+from bouncerd.server.listener import bind_socket, socket_identity
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
@@ -87,6 +93,15 @@ ARCHIVE_COMPACT_MIN_BYTES = 64 * 1024
 # After accept() fails (out of file descriptors, usually), wait this long before trying again, so
 # the loop does not spin while connections close and free descriptors.
 ACCEPT_RETRY_SECONDS = 0.1
+
+# A failing accept() is logged with its reason at most this often (with the count since the last
+# line): at the descriptor limit it fails ten times a second, and the log must stay readable.
+ACCEPT_LOG_INTERVAL_SECONDS = 60.0
+
+# How often the daemon checks that its socket file is still there (a person or a cleaner may delete
+# it: shims could then reach no daemon, and a new one would refuse to start while this one holds the
+# lock). Within this long of the deletion it listens on the path again.
+SOCKET_CHECK_SECONDS = 1.0
 
 
 class Daemon:
@@ -119,10 +134,14 @@ class Daemon:
         self.reloader = Reloader(self.policy, self._put_policy_in_force, self._audit_append)
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
+        self._audit_head: str | None = None  # the last audit hash the journal knows of
         self._compact_floor = COMPACT_AFTER_BYTES
         self._kept_bytes = 0  # what the last compaction kept
         self.session_grace = grace_seconds(os.environ)
         self.exporter: Exporter | None = None  # audit export (`audit_export:`), if configured
+        # (device, inode) of the socket file this daemon bound (None for an activated socket, whose
+        # file belongs to the service manager): `_keep_socket` binds the path again if it goes.
+        self.own_socket: tuple[int, int] | None = None
 
     def _async_handler_table(self) -> dict[str, AsyncHandler]:
         """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
@@ -148,6 +167,7 @@ class Daemon:
             "pending": self.approvals.pending,
             "approve_show": self.approvals.approve_show,
             "approve": self.approvals.approve,
+            "accept_loss": self.accept_loss,
         }
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -175,16 +195,34 @@ class Daemon:
         if daemon.observations.instances:  # shims were here: let them replay first (unread.py)
             daemon.peers.settle_for(RESYNC_SECONDS)
             log.info("sends wait up to %.0f s for reconnecting shims to replay what they saw", RESYNC_SECONDS)
-        (log.warning if recovery.torn_bytes else log.info)("%s", recovery.describe())
+        (log.error if recovery.damaged else log.warning if recovery.torn_bytes else log.info)(
+            "%s", recovery.describe()
+        )
+        if recovery.damaged:
+            try:
+                daemon._enter_restricted(recovery.problem or "the journal is damaged", now)
+            except BaseException:
+                journal.close()
+                raise
         if daemon.observations.queued:
             log.info("journal: %d observations to index again", daemon.observations.queued)
         try:
-            daemon._audit, repair = AuditLog.open(paths.audit, now)
+            daemon._audit, repair = AuditLog.open(paths.audit, now, daemon._audit_head)
         except BaseException:
             journal.close()
             raise
         if repair is not None:
             log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
+        daemon.audit.on_rotated = daemon._journal_audit_head
+        if recovery.damaged:
+            daemon.audit.append(
+                {
+                    "rule": "state.lost",
+                    "verdict": None,
+                    "reason": f"{recovery.describe()}; run {restricted.ACCEPT_COMMAND} once reviewed",
+                },
+                now,
+            )
         daemon._configure_export()
         try:
             daemon.approvals.open(paths.state, os.environ, now)
@@ -193,11 +231,29 @@ class Daemon:
             raise
         return daemon
 
+    def _enter_restricted(self, reason: str, now: float) -> None:
+        """The journal was damaged: restrict the engine, journal that, and compact, so the journal
+        holds the restriction first and whatever was read before the damage after it."""
+        entry: Entry = {"k": "restricted", "reason": reason, "since": now}
+        self._replay(entry)
+        self.journal.append(entry)
+        self.journal.rewrite(self._snapshot_entries())
+        log.error(
+            "restricted: every tool unpinned, every budget spent, every send asked until: %s",
+            restricted.ACCEPT_COMMAND,
+        )
+
     def _replay(self, entry: Entry) -> None:
         try:
             if entry.get("k") == "events":
                 for ev in entry["events"]:
                     self.engine.apply(ev)
+            elif entry.get("k") == "restricted":
+                self.engine.restrict(restricted.Restriction(str(entry["reason"]), float(entry["since"])))
+            elif entry.get("k") == "loss_accepted":
+                self.engine.lift_restriction()
+            elif entry.get("k") == "audit_head":
+                self._audit_head = str(entry["head"])
             elif not self.observations.replay(entry):
                 raise ValueError(f"unknown entry kind {entry.get('k')!r}")
         except Exception as exc:  # any failure to apply means the state cannot be rebuilt faithfully
@@ -243,6 +299,14 @@ class Daemon:
         if events:
             self.journal.append({"k": "events", "events": list(events)})
 
+    def _journal_audit_head(self, head: str) -> None:
+        if self._journal is None:  # closing: the journal was compacted and closed before the audit log
+            return
+        try:
+            self.journal.append({"k": "audit_head", "head": head})
+        except (OSError, ProtocolError) as exc:  # the next compaction records it; the record is written
+            log.error("journal: cannot record the audit head after a rotation: %s", exc)
+
     def _audit_append(self, fields: dict[str, Any], now: float) -> None:
         self.audit.append(fields, now)
 
@@ -277,10 +341,16 @@ class Daemon:
         log.info("journal: compacted to %d bytes", self.journal.size)
 
     def _snapshot_entries(self) -> Iterator[Entry]:
+        restriction = self.engine.restriction
+        if restriction is not None:  # first: replaying it drops pins, and those accepted since follow
+            yield {"k": "restricted", "reason": restriction.reason, "since": restriction.since}
         events = self.engine.snapshot(time.time())
         for i in range(0, len(events), SNAPSHOT_EVENTS_PER_FRAME):
             yield {"k": "events", "events": events[i : i + SNAPSHOT_EVENTS_PER_FRAME]}
         yield from self.observations.snapshot_entries()
+        head = self._audit.head if self._audit is not None else self._audit_head
+        if head is not None:
+            yield {"k": "audit_head", "head": head}
 
     # ---- the end of sessions ------------------------------------------------------------------
 
@@ -316,21 +386,64 @@ class Daemon:
     async def serve(self, sock: socket.socket) -> None:
         """Serve until SIGTERM or SIGINT. Takes ownership of `sock`."""
         listener = await anyio.abc.SocketListener.from_socket(sock)
-        async with listener, anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as tg:
             await tg.start(self._watch_signals, tg)
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
             tg.start_soon(self._sweep_sessions)
             tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
+            tg.start_soon(self._accept, listener, tg)
+            if self.own_socket is not None:
+                tg.start_soon(self._keep_socket, listener, tg)
+
+    async def _accept(self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup) -> None:
+        """Accept connections on `listener` until it is closed (by `_keep_socket` or at the end)."""
+        failures, said_at = 0, -ACCEPT_LOG_INTERVAL_SECONDS
+        async with listener:
             while True:
                 try:
                     stream = await listener.accept()
+                except anyio.ClosedResourceError:
+                    return
                 except (anyio.BrokenResourceError, OSError) as exc:
-                    log.error("accept failed: %s", exc)
+                    failures += 1
+                    now = time.monotonic()
+                    if now - said_at >= ACCEPT_LOG_INTERVAL_SECONDS:
+                        log.error("accept failed (%d time(s) since the last report): %s", failures, _why(exc))
+                        failures, said_at = 0, now
                     await anyio.sleep(ACCEPT_RETRY_SECONDS)
                     continue
                 tg.start_soon(self._handle, stream)
+
+    async def _keep_socket(self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup) -> None:
+        """Bind the socket path again if its file was deleted while the daemon runs."""
+        path = Path(self.socket_path)
+        said_taken = False
+        while True:
+            await anyio.sleep(SOCKET_CHECK_SECONDS)
+            found = socket_identity(path)
+            if found == self.own_socket:
+                continue
+            if found is not None:  # something else is at the path: not ours to remove
+                if not said_taken:
+                    log.error(
+                        "%s is no longer this daemon's socket (another file is there); not touching it", path
+                    )
+                    said_taken = True
+                continue
+            try:
+                sock = bind_socket(path)
+            except OSError as exc:
+                log.error("the socket %s was deleted, and binding it again failed: %s", path, exc)
+                continue
+            self.own_socket = socket_identity(path)
+            said_taken = False
+            log.warning("the socket %s was deleted while bouncerd ran; listening on it again", path)
+            new = await anyio.abc.SocketListener.from_socket(sock)
+            tg.start_soon(self._accept, new, tg)
+            await listener.aclose()
+            listener = new
 
     async def _watch_signals(
         self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -436,14 +549,17 @@ class Daemon:
     def tools(self, caller: Caller, rid: int, msg: wire.ToolsRequest) -> dict[str, Any]:
         session, entry = caller.require_server()
         tools = [t for t in msg["tools"] if isinstance(t, dict)]
-        report, events = self.engine.tools_listed(
-            entry.identity,
-            tools,
-            time.time(),
-            client=session.client.name,
-            session=session.key,
-            profile=pins.capability_profile(session.client.capabilities),
-        )
+        try:
+            report, events = self.engine.tools_listed(
+                entry.identity,
+                tools,
+                time.time(),
+                client=session.client.name,
+                session=session.key,
+                profile=pins.capability_profile(session.client.capabilities),
+            )
+        except (TypeError, ValueError) as exc:  # bytes, which JSON cannot carry: found before any change
+            return wire.error_reply(rid, "bad_tools", f"a tool in the list cannot be pinned: {exc}")
         self._journal_events(events)
         self.fastlane.changed(entry.identity.key)
         entry.tools = len(tools)
@@ -637,6 +753,27 @@ class Daemon:
             )
         return wire.reply(rid, accepted=accepted)
 
+    def accept_loss(self, caller: Caller, rid: int, msg: wire.AcceptLossRequest) -> dict[str, Any]:
+        """A person accepted the loss of the damaged journal's state: decide as usual again. Only a
+        bouncerctl connection may (a shim or hook speaks for an agent, never for the person)."""
+        if caller.role != "ctl":
+            return wire.error_reply(rid, "not_ctl", "only bouncerctl may accept the loss of bouncerd's state")
+        restriction = self.engine.restriction
+        if restriction is None:
+            return wire.reply(rid, accepted=False)
+        self.journal.append({"k": "loss_accepted"})
+        self.engine.lift_restriction()
+        self.audit.append(
+            {
+                "rule": "state.loss_accepted",
+                "verdict": None,
+                "reason": f"a person accepted the loss found at start ({restriction.reason}); tools stay "
+                f"unpinned until accepted with bouncerctl pins accept",
+            },
+            time.time(),
+        )
+        return wire.reply(rid, accepted=True)
+
     def vouch(self, caller: Caller, rid: int, msg: wire.VouchRequest) -> dict[str, Any]:
         session = caller.require_session()
         events = self.engine.vouch(session.key, msg["text"])
@@ -677,9 +814,25 @@ class Daemon:
             "audit": str(self.paths.audit),
             "head": self.audit.head,  # hash of the last audit record: compare with `audit verify`
             "records": self.audit.records,  # audit records written since this daemon started
+            "audit_gaps": [gap.why for gap in self.audit.gaps],  # lost live files noticed
             "export": self.exporter.public() if self.exporter is not None else None,
+            "restricted": _restriction_public(self.engine.restriction),
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
+
+
+def _why(exc: BaseException) -> str:
+    """What went wrong, even for an exception without a message of its own (anyio's wrappers)."""
+    for candidate in (exc, exc.__cause__, exc.__context__):
+        if candidate is not None and str(candidate):
+            return f"{type(candidate).__name__}: {candidate}"
+    return type(exc).__name__
+
+
+def _restriction_public(restriction: restricted.Restriction | None) -> dict[str, Any] | None:
+    if restriction is None:
+        return None
+    return {"reason": restriction.reason, "since": restriction.since, "accept": restricted.ACCEPT_COMMAND}
 
 
 def socket_display_path(sock: socket.socket, fallback: Path) -> str:

@@ -99,6 +99,7 @@ def _run_locked(environ: MutableMapping[str, str], paths: Paths) -> int:
             sock.close()
             log.error("refusing to start: %s", exc)
             return EXIT_REFUSED
+        daemon.own_socket = own_socket  # bound again by the daemon if the file is deleted
         healthy = threading.Timer(autostart.HEALTHY_AFTER_SECONDS, autostart.mark_healthy, (paths,))
         healthy.daemon = True  # never holds the exit
         healthy.start()
@@ -106,6 +107,7 @@ def _run_locked(environ: MutableMapping[str, str], paths: Paths) -> int:
             anyio.run(daemon.serve, sock)
         finally:
             healthy.cancel()
+            own_socket = daemon.own_socket  # the file removed at exit is the one it serves now
             daemon.close()
         log.info("stopped")
         return EXIT_OK

@@ -22,7 +22,7 @@ from typing import IO, Any
 import click
 
 from bouncerctl import term
-from bouncerd.auditfiles import chain_files
+from bouncerd.auditfiles import GAP_RULE, chain_files
 from bouncerd.core.audit import ChainResult, ChainWalker
 from bouncerd.paths import resolve
 
@@ -48,6 +48,24 @@ def walk_files(files: list[Path], expected_head: str | None = None) -> ChainResu
             for line in fh:
                 walker.feed(line)
     return walker.finish()
+
+
+def _gap_reason(files: list[Path], name: str, line: int) -> str | None:
+    """The reason of the `audit.gap` record at `name`:`line` (the daemon found its log lost and started
+    a new file there), or None if the line is not one."""
+    path = next((p for p in files if p.name == name), None)
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as fh:
+            for number, raw in enumerate(fh, 1):
+                if number == line:
+                    record = json.loads(raw)
+                    ok = isinstance(record, dict) and record.get("rule") == GAP_RULE
+                    return str(record.get("reason")) if ok else None
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _torn_asides(live: Path) -> list[Path]:
@@ -99,9 +117,11 @@ def verify(file: Path | None, expected_head: str | None, as_json: bool) -> None:
     if result.broken is not None:
         b = result.broken
         good = f"the {b.line - 1} line(s) before it verify" if b.line > 1 else "it is the file's first line"
+        gap = _gap_reason(files, b.file, b.line)
+        noticed = f"\nbouncerd noticed the loss and recorded it here: {gap}" if gap else ""
         raise ChainBroken(
             f"audit chain broken at {b.file} line {b.line}: {b.kind}: {b.detail}\n"
-            f"({good}; last good hash {result.head})"
+            f"({good}; last good hash {result.head}){noticed}"
         )
     names = files[0].name if len(files) == 1 else f"{files[0].name} … {files[-1].name}"
     summary = (

@@ -13,7 +13,7 @@ import click
 
 from bouncerctl import term
 from bouncerd.client import Client
-from bouncerd.errors import DaemonRequestError, DaemonUnavailableError
+from bouncerd.errors import BouncerError, DaemonRequestError, DaemonUnavailableError
 from bouncerd.paths import resolve
 
 EXIT_REQUEST_FAILED = 1
@@ -46,13 +46,36 @@ class RequestFailed(click.ClickException):
 
 
 def connect() -> Client:
-    """A ctl connection to the daemon of the current environment; DaemonNotRunning if there is none."""
+    """A ctl connection to the daemon of the current environment; DaemonNotRunning if there is none
+    (or if one runs but cannot be reached: `unreachable_but_running` says which)."""
+    paths = resolve(os.environ)
     try:
-        return Client.connect(resolve(os.environ), role="ctl")
+        return Client.connect(paths, role="ctl")
     except DaemonUnavailableError as exc:
-        raise DaemonNotRunning(f"{exc}\n{NOT_RUNNING_NEXT}") from None
+        raise DaemonNotRunning(unreachable_but_running(paths) or f"{exc}\n{NOT_RUNNING_NEXT}") from None
     except DaemonRequestError as exc:  # e.g. a daemon of another protocol version
         raise RequestFailed(f"bouncerd refused the connection: {exc.message}") from None
+
+
+def unreachable_but_running(paths: Any) -> str | None:
+    """When no daemon answers on the socket: if one still holds the instance lock, say so (its socket
+    file was removed or replaced, or it is not answering), else None (it is not running)."""
+    from bouncerd.paths import check_private_dir
+    from bouncerd.server.listener import lock_holder
+
+    try:
+        check_private_dir(paths.runtime)  # a directory we would refuse to connect through tells nothing
+    except (BouncerError, OSError):
+        return None
+    pid = lock_holder(paths.pidfile)
+    if pid is None:
+        return None
+    who = f"pid {pid}" if pid else "its pid unknown"
+    return (
+        f"bouncerd is running ({who}) but does not answer on {paths.socket}: its socket file was removed "
+        f"or replaced, or it is not answering. A running bouncerd binds a deleted socket again within "
+        f"seconds; if it does not, `bouncerctl restart` (or kill {pid or 'it'}) lets a new one start"
+    )
 
 
 def request(op: str, **fields: Any) -> dict[str, Any]:

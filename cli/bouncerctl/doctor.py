@@ -8,6 +8,8 @@ no directory is created, no daemon started, no file written. Checks, in order:
 1. runtime directory: where this environment's socket lives, and that it is private (a symlinked,
    foreign or open one is refused by every Bouncer process; ``doctor`` says why);
 2. daemon: answers a ping on the socket; its pid, version and uptime, against this bouncerctl's;
+   and whether it runs restricted (its journal was found damaged: `bouncerctl state show`), a FAIL
+   until a person accepts the loss;
 3. shims: the servers connected now, per client session, and the version of bouncer-shim installed
    beside this bouncerctl;
 4. policy: the file in force and whether the last reload failed (from the daemon);
@@ -68,6 +70,11 @@ def daemon_status(paths: Paths) -> tuple[dict[str, Any], dict[str, Any]] | str:
 
 def check_daemon(paths: Paths, got: tuple[dict[str, Any], dict[str, Any]] | str) -> Check:
     if isinstance(got, str):
+        from bouncerctl.common import unreachable_but_running
+
+        running = unreachable_but_running(paths)
+        if running is not None:  # not "not running": shims cannot start another while it holds the lock
+            return FAIL, "daemon", running
         starts, _, _ = autostart.read_record(paths)
         hint = "shims and hooks start it when they need it; `bouncerctl restart` starts it now"
         if starts >= autostart.GIVE_UP_AFTER_STARTS:
@@ -82,6 +89,21 @@ def check_daemon(paths: Paths, got: tuple[dict[str, Any], dict[str, Any]] | str)
     if version != __version__:
         return WARN, "daemon", f"{text}; this bouncerctl is {__version__} (`bouncerctl restart` to match)"
     return OK, "daemon", text
+
+
+def check_state(got: tuple[dict[str, Any], dict[str, Any]] | str) -> Check:
+    if isinstance(got, str):
+        return WARN, "state", "unknown without a daemon"
+    restriction = got[1].get("daemon", {}).get("restricted")
+    if not isinstance(restriction, dict):
+        return OK, "state", "the journal was read whole at start"
+    return (
+        FAIL,
+        "state",
+        f"RESTRICTED: {restriction.get('reason')}; every tool is unpinned until accepted, every budget "
+        f"counts as spent and every send is asked. See `bouncerctl state show` and `bouncerctl logs`; "
+        f"once reviewed, run `{restriction.get('accept')}`",
+    )
 
 
 def check_shims(got: tuple[dict[str, Any], dict[str, Any]] | str) -> Check:
@@ -207,6 +229,7 @@ def run_checks(environ: Mapping[str, str], cwd: Path) -> list[Check]:
     checks: list[Callable[[], Check | list[Check]]] = [
         lambda: check_runtime(paths),
         lambda: check_daemon(paths, got),
+        lambda: check_state(got),
         lambda: check_shims(got),
         lambda: check_policy(paths, got),
         lambda: check_audit(paths),

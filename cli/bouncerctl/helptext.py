@@ -82,6 +82,10 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
         "bouncerctl.service:service",
         "Run bouncerd as a per-user service (systemd user units, or a launchd agent on macOS).",
     ),
+    "state": (
+        "bouncerctl.state_cmd:state",
+        "Show or accept the loss of a damaged journal's state (the restricted state).",
+    ),
     "status": (
         "bouncerctl.status:status",
         "Show the daemon, the policy in force, what needs review, its sessions and verdict counts.",
@@ -100,7 +104,7 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
 GROUPS: Final[Mapping[str, tuple[str, ...]]] = {
     "Daily commands": ("status", "tail", "pending", "approve", "pins", "audit", "report"),
     "Setup commands": ("init", "auth", "policy", "reload", "service", "demo"),
-    "When something is wrong": ("doctor", "logs", "restart", "stop"),
+    "When something is wrong": ("doctor", "state", "logs", "restart", "stop"),
     "Internal commands (run by clients)": ("hook",),
 }
 

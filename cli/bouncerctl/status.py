@@ -100,6 +100,17 @@ def render(body: dict[str, Any], width: int | None = None) -> str:
         ["state", str(daemon.get("state_dir", ""))],
         ["audit", str(daemon.get("audit", ""))],
     ]
+    restriction = daemon.get("restricted")
+    if isinstance(restriction, dict):
+        rows.append(
+            [
+                "restricted",
+                term.style("RESTRICTED", fg="red", bold=True)
+                + f" since {local_clock(float(restriction.get('since') or 0))}: {restriction.get('reason')}; "
+                "every tool unpinned until accepted, every budget spent, every send asked; once reviewed, "
+                f"run: {restriction.get('accept')}",
+            ]
+        )
     if daemon.get("head"):
         written = daemon.get("records")
         rows.append(["head", f"{daemon['head']}  ({written} records written since start)"])
@@ -143,11 +154,14 @@ def health_line(body: dict[str, Any], *, live: int, ended: int, width: int | Non
         f"{live} session{'s' if live != 1 else ''}" + (f" ({ended} ended)" if ended else ""),
         "policy " + ("RELOAD FAILED" if failed else "loaded" if isinstance(policy, dict) else "unknown"),
     ]
+    restricted = daemon.get("restricted")
+    if restricted:
+        parts.append("RESTRICTED: journal damaged, see bouncerctl state show")
     if pending:
         parts.append(f"{len(pending)} ask{'s' if len(pending) != 1 else ''} waiting")
     if review:
         parts.append(f"{len(review)} tool{'s' if len(review) != 1 else ''} to review")
-    colour = "red" if failed else "yellow" if pending or review else "green"
+    colour = "red" if failed or restricted else "yellow" if pending or review else "green"
     head = (
         f"{term.style('●', fg=colour, bold=True)} bouncerd {daemon.get('version', '?')} "
         f"{term.style('active', fg=colour, bold=True)}, pid {daemon.get('pid', '?')}, "

@@ -49,6 +49,15 @@ UNREACHABLE_REASON: Final = (
     "bouncerd (the Bouncer daemon) is unreachable, so this call could not be checked; tool calls are "
     "refused until it is back. Check it with `bouncerctl status`."
 )
+NOT_ANSWERING_REASON: Final = (
+    "bouncerd (the Bouncer daemon) is running but did not answer in time, so this call could not be "
+    "checked and was refused; it will not be sent later. Check it with `bouncerctl status`."
+)
+UNRECORDED_REASON: Final = (
+    "bouncerd could not record this server's latest output (its disk may be full), so calls cannot be "
+    "checked against it and are refused; the shim sends the output again every second, and calls are "
+    "checked again as soon as bouncerd records it."
+)
 LOST_REASON: Final = (
     "Bouncer lost track of some of this server's output while bouncerd was unreachable, so it can no "
     "longer check calls safely; every tool call through this server is refused until it is restarted."

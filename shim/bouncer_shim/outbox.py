@@ -26,6 +26,15 @@ daemon refuses an observation (`lose_observations`), `observations_lost` is set 
 relay refuses every call from then on: the daemon has missed something and could judge a call on a
 partial record.
 
+A daemon that could not *record* an observation (its reply's code is ``io``: a full disk, an I/O
+error) has not missed it for good: it said so, and it keeps no part of it (its dedup table is not
+advanced). Such an output is kept (`unrecorded`) and observed again every `RERECORD_RETRY_SECONDS`
+(`retry_unrecorded`), in sequence order, until the daemon records it; meanwhile, and for any verdict
+asked before that, the relay refuses calls saying why. Once every one is recorded, calls are judged
+again, in the same shim. Only if a *later* observation was recorded first (space came back between
+the two) is the record not whole: the daemon would take the earlier one, sent again, for a duplicate,
+so that is a loss for good as above.
+
 Released lines become `SendClient` actions, in order; observations go through a `Requester`.
 """
 
@@ -42,6 +51,10 @@ from bouncer_shim.sync import LinkState, Requester
 # or many small ones. A daemon away through more output than this has missed something for good.
 MAX_REPLAY_BYTES: Final = MAX_LINE_BYTES
 MAX_REPLAY_MESSAGES: Final = 10_000
+
+# An observation the daemon could not record (a full disk) is sent again this often: often enough that
+# calls resume within a second of space coming back, seldom enough to cost a full disk nothing.
+RERECORD_RETRY_SECONDS: Final = 1.0
 
 
 class Output:
@@ -69,8 +82,10 @@ class Outbox:
         "_replay_bytes",
         "_request",
         "_unacked",
+        "_unrecorded",
         "observations_lost",
         "release_on_write",
+        "rerecord_due",
         "unacked_bytes",
         "unreleased_bytes",
     )
@@ -86,6 +101,10 @@ class Outbox:
         self._replay: dict[int, Output] = {}  # seq -> released, to observe on the next connection
         self._replay_bytes = 0
         self.observations_lost = False
+        # seq -> output the daemon could not record (not yet sent again, or sent again and not yet
+        # acknowledged), and when to send those not in flight again
+        self._unrecorded: dict[int, Output] = {}
+        self.rerecord_due: float | None = None
         # Whether the daemon judges a send only after reading what other connections sent (its
         # hello reply says so); until it says so, and with one that does not, outputs wait for acks.
         self.release_on_write = False
@@ -159,12 +178,54 @@ class Outbox:
         unacked, self._unacked, self.unacked_bytes = self._unacked, {}, 0
         for out in unacked.values():
             self._keep_for_replay(out)
+        unrecorded, self._unrecorded = self._unrecorded, {}  # the next connection replays them first
+        for out in unrecorded.values():
+            self._keep_for_replay(out)
         for out in self._queue:
             if out.seq is not None and (out.waiting or not out.sent):  # not acknowledged
                 self._keep_for_replay(out)
             self._actions.append(SendClient(out.line))
         self._queue.clear()
         self.unreleased_bytes = 0
+
+    @property
+    def unrecorded(self) -> int:
+        """Outputs the daemon could not record and has not recorded since (calls wait for them)."""
+        return len(self._unrecorded)
+
+    def not_recorded(self, out: Output) -> None:
+        """The daemon could not record `out`'s observation (a full disk): keep it to send again."""
+        if out.seq is None or self.observations_lost:
+            return
+        if not self._unrecorded:
+            self.rerecord_due = None  # timed from the pump's next turn (`retry_unrecorded`)
+        self._unrecorded[out.seq] = out
+        out.sent = False
+
+    def recorded(self, out: Output) -> None:
+        """The daemon recorded `out`'s observation."""
+        if out.seq is None or not self._unrecorded:
+            return
+        if self._unrecorded.pop(out.seq, None) is None and out.seq > min(self._unrecorded):
+            # A later output was recorded before an earlier one: the earlier would now be taken for
+            # a duplicate. The record has a hole for good.
+            self._actions.append(Diagnose("an observation bouncerd could not record was overtaken"))
+            self._unrecorded.clear()
+            self.lose_observations()
+
+    def retry_unrecorded(self, now: float) -> None:
+        """Send again, in order, the observations the daemon could not record, when due."""
+        if not self._unrecorded or self.observations_lost:
+            return
+        if self.rerecord_due is None:
+            self.rerecord_due = now + RERECORD_RETRY_SECONDS
+            return
+        if now < self.rerecord_due:
+            return
+        self.rerecord_due = now + RERECORD_RETRY_SECONDS
+        for out in self._unrecorded.values():
+            if not out.sent:
+                self._observe(out)
 
     def lose_observations(self) -> None:
         if not self.observations_lost:

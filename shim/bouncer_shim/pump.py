@@ -43,12 +43,14 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Final
 
+from bouncer_shim import jsonrpc
 from bouncer_shim.actions import Diagnose, SendClient, SendDaemon, SendUpstream, Stop
 from bouncer_shim.fdio import PeerGoneError, Reader, Writer, make_nonblocking, watchable
 from bouncer_shim.lines import LineSplitter, OversizedLine
 from bouncer_shim.link import Connected, DaemonLink, LinkEvent, Lost
 from bouncer_shim.proc import UPSTREAM_EXIT_GRACE_SECONDS, UPSTREAM_TERM_GRACE_SECONDS, Upstream, enlarge_pipe
 from bouncer_shim.relay import Relay
+from bouncer_shim.sync import VERDICT_WAIT_SECONDS
 
 # A side stops being read while this much of what it sent waits to be written or acknowledged. Large
 # enough that bursts of messages never stall, small enough that a stalled peer cannot grow the shim
@@ -65,8 +67,8 @@ FLUSH_SECONDS: Final = 2.0
 
 # The daemon acknowledges observations, tool lists and hello within milliseconds. One that leaves them
 # all unanswered this long is wedged: the shim drops the connection and treats it as gone (calls
-# refused, output released and kept for replay) and reconnects. Verdicts are exempt: a verdict may
-# wait for a person's answer.
+# refused, output released and kept for replay) and reconnects. Verdicts have their own bound
+# (sync.VERDICT_WAIT_SECONDS), counted for each verdict from when it was sent.
 DAEMON_ACK_TIMEOUT_SECONDS: Final = 10.0
 
 # Before it sleeps, the shim polls this long for the next event (`Pump._select`). Overridable for
@@ -138,6 +140,7 @@ class Pump:
         self.upstream_eof = False
         self.stop_status: int | None = None
         self._acks_since: float | None = None  # when the daemon last made progress on our acks
+        self._refusal = jsonrpc.UNREACHABLE_REASON  # why calls waiting on a lost link are refused
         self._drain_until: float | None = None
         self._flush_until: float | None = None
         self._stage = "running"  # -> closing-stdin -> stdin-closed -> terminated -> killed
@@ -244,8 +247,20 @@ class Pump:
         if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
             return 0.0
         ack_due = self._acks_since + DAEMON_ACK_TIMEOUT_SECONDS if self._acks_since is not None else None
-        link, relay_due = self.link.deadline(), self.relay.deadline()
-        timers = (self._stage_deadline, self._drain_until, self._flush_until, ack_due, link, relay_due)
+        link, relay_due, verdict_due = (
+            self.link.deadline(),
+            self.relay.deadline(),
+            self.relay.verdict_deadline(),
+        )
+        timers = (
+            self._stage_deadline,
+            self._drain_until,
+            self._flush_until,
+            ack_due,
+            link,
+            relay_due,
+            verdict_due,
+        )
         deadlines = [d for d in timers if d is not None]
         return max(0.0, min(deadlines) - now) if deadlines else None
 
@@ -394,7 +409,22 @@ class Pump:
         elif now - self._acks_since >= DAEMON_ACK_TIMEOUT_SECONDS:
             self._acks_since = None
             reason = f"bouncerd left requests unanswered for {DAEMON_ACK_TIMEOUT_SECONDS:.0f} s; reconnecting"
+            self._give_up_on_daemon(reason, now)
+        if self.link.sock is not None and self.relay.verdicts_overdue(now):
+            reason = (
+                f"bouncerd gave no verdict within {VERDICT_WAIT_SECONDS:.0f} s; the calls waiting on it are "
+                f"refused and will not be sent; reconnecting"
+            )
+            self._give_up_on_daemon(reason, now)
+
+    def _give_up_on_daemon(self, reason: str, now: float) -> None:
+        """A daemon that is connected but not answering: drop the connection (so no late verdict can
+        release a call) and refuse what waited on it, saying the daemon did not answer."""
+        self._refusal = jsonrpc.NOT_ANSWERING_REASON
+        try:
             self._on_link(self.link.drop(reason, now))
+        finally:
+            self._refusal = jsonrpc.UNREACHABLE_REASON
 
     def _on_link(self, events: list[LinkEvent]) -> None:
         for event in events:
@@ -407,7 +437,7 @@ class Pump:
                 self._forget("daemon")  # the link closed the socket; forget its fd
                 diagnose(event.reason)
                 self._release_gated()  # nothing left to wait for: the relay keeps them for replay
-                self.relay.daemon_lost()
+                self.relay.daemon_lost(self._refusal)
         if events:
             self._apply()
 
@@ -467,6 +497,8 @@ class Pump:
         self._forget("upstream-out")
         self.upstream.close_stdout()
         self.upstream_eof = True
+        self.relay.upstream_gone("the server exited (or closed its output) before answering this request")
+        self._apply()
         if self.upstream_status is None:
             self._begin_shutdown(terminate=False)
 

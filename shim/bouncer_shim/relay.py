@@ -206,23 +206,32 @@ class Relay:
         if sync.check_synced():
             self._request_waiting_verdicts()
 
-    def daemon_lost(self) -> None:
-        """The connection closed or could not be made: refuse calls, release outputs, keep them."""
+    def daemon_lost(self, refusal: str = jsonrpc.UNREACHABLE_REASON) -> None:
+        """The connection closed or could not be made (or the pump gave up on a daemon that did not
+        answer: `refusal` then says so): refuse calls, release outputs, keep them."""
         if self._sync.state is LinkState.DOWN:
             return
         pending = self._sync.lost()
         self._fast.link_lost()
-        self._diagnose("bouncerd is unreachable; tool calls are refused until it is back")
+        if refusal is jsonrpc.UNREACHABLE_REASON:
+            self._diagnose("bouncerd is unreachable; tool calls are refused until it is back")
         self._outbox.lost()
         for entry in pending:
             if entry.op in ("verdict", "answer") and isinstance(entry.target, Held):
-                self._refuse_held(entry.target, jsonrpc.UNREACHABLE_REASON)
+                self._refuse_held(entry.target, refusal)
         for question in self.asking.drop_all():  # nobody could take the answer: end the questions
             self._end_question(question, "bouncerd is unreachable")
-            self._refuse_held(question.held, jsonrpc.UNREACHABLE_REASON)
+            self._refuse_held(question.held, refusal)
         self._lister.link_lost()
         for held in (*self._held.take_waiting(), *self._held.take_unlisted()):
-            self._refuse_held(held, jsonrpc.UNREACHABLE_REASON)
+            self._refuse_held(held, refusal)
+
+    def verdicts_overdue(self, now: float) -> bool:
+        """Whether a verdict has waited past its bound (`sync.VERDICT_WAIT_SECONDS`)."""
+        return self._sync.verdicts_overdue(now)
+
+    def verdict_deadline(self) -> float | None:
+        return self._sync.verdict_deadline()
 
     def daemon_message(self, message: Mapping[str, Any]) -> None:
         rid = message.get("id")
@@ -252,7 +261,12 @@ class Relay:
         elif op in ("verdict", "answer") and isinstance(target, Held):
             self._decided(target, message if ok else None, error)
         elif op == "observe" and isinstance(target, Output):
-            if not ok:
+            if ok:
+                self._outbox.recorded(target)
+            elif _error_code(message) == "io":  # kept and sent again until the daemon records it
+                self._diagnose(f"bouncerd could not record an observation, sending it again ({error})")
+                self._outbox.not_recorded(target)
+            else:
                 self._diagnose(f"bouncerd did not record an observation ({error})")
                 self._outbox.lose_observations()
             self._outbox.acked(target)
@@ -391,6 +405,8 @@ class Relay:
         """Why no verdict can be had now (observations lost, the daemon down), or None."""
         if self._outbox.observations_lost:
             return jsonrpc.LOST_REASON
+        if self._outbox.unrecorded:
+            return jsonrpc.UNRECORDED_REASON
         if self._sync.state is LinkState.DOWN:
             note = self.daemon_down_note
             return f"{jsonrpc.UNREACHABLE_REASON} ({note})" if note else jsonrpc.UNREACHABLE_REASON
@@ -469,6 +485,8 @@ class Relay:
         self._held.release(held)
         if reply is not None and self._outbox.observations_lost:  # refused after the verdict was asked
             self._refuse(held.key, held.request_id, jsonrpc.LOST_REASON)
+        elif reply is not None and self._outbox.unrecorded:  # judged before an output was recorded
+            self._refuse(held.key, held.request_id, jsonrpc.UNRECORDED_REASON)
         elif reply is None:
             self._refuse(held.key, held.request_id, f"bouncerd could not decide on this call ({error}).")
         elif reply.get("verdict") == "allow" and held.invalid is None:
@@ -502,14 +520,17 @@ class Relay:
     @property
     def ticking(self) -> bool:
         """Whether something waits on the clock (the pump then calls `tick` every turn)."""
-        return self.asking.waiting or self._lister.tools.listing
+        return self.asking.waiting or self._lister.tools.listing or bool(self._outbox.unrecorded)
 
     def deadline(self) -> float | None:
-        due = [d for d in (self.asking.deadline(), self._lister.tools.deadline()) if d is not None]
+        rerecord = (self._outbox.rerecord_due or 0.0) if self._outbox.unrecorded else None
+        due = [d for d in (self.asking.deadline(), self._lister.tools.deadline(), rerecord) if d is not None]
         return min(due) if due else None
 
     def tick(self, now: float) -> None:
-        """Time out questions nobody answered and the shim's own tools/list (while `ticking`)."""
+        """Time out questions nobody answered and the shim's own tools/list, and send again what the
+        daemon could not record (while `ticking`)."""
+        self._outbox.retry_unrecorded(now)
         self._lister.tick(now)
         for question in self.asking.expired(now):
             self._end_question(question, "nobody answered in time")
@@ -537,6 +558,17 @@ class Relay:
             return
         line = jsonrpc.blocked_result(request_id, reason, modern=self.modern, server_info=self._server_info)
         self._actions.append(SendClient(line))
+
+    def upstream_gone(self, reason: str) -> None:
+        """The server closed its output (it exited): no answer can come. Answer every client request
+        still waiting on it with a JSON-RPC error, so no client is left waiting, and drop the calls
+        held for their verdicts (there is no server to send them to)."""
+        requests, self._requests = self._requests, {}
+        for key in requests:
+            for held in self._held.cancel(key) or ():
+                if (question := self.asking.drop(held)) is not None:
+                    self._end_question(question, reason)
+            self._answer_error(key[1], jsonrpc.INTERNAL_ERROR, reason)
 
     def _answer_error(self, request_id: Any, code: int, message: str) -> None:
         self._actions.append(SendClient(jsonrpc.error_response(request_id, code, message)))
@@ -633,6 +665,12 @@ class Relay:
 
     def _diagnose(self, message: str) -> None:
         self._actions.append(Diagnose(message))
+
+
+def _error_code(message: Mapping[str, Any]) -> str | None:
+    error = message.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def _error_text(message: Mapping[str, Any]) -> str:

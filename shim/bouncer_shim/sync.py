@@ -7,9 +7,13 @@ Every request to bouncerd goes through `LinkSync.request`: it gets the next id, 
 resync) until `replied` hands its reply's entry back to the relay. Requests are pipelined: none waits
 for another's reply, and replies may come in any order. A request msgpack cannot carry sends nothing
 and uses no id. Every request but a verdict and a ``fastpath`` should be answered within
-milliseconds (a verdict may wait for a person, a ``fastpath`` request waits until the set changes):
-`awaiting_acks` tells the pump whether one is outstanding. `tools_sent` counts the tools lists
-reported (a fast-path set is good for one count), `tools_unanswered` those not answered yet.
+milliseconds (a ``fastpath`` request waits until the set changes): `awaiting_acks` tells the pump
+whether one is outstanding. `tools_sent` counts the tools lists reported (a fast-path set is good
+for one count), `tools_unanswered` those not answered yet. A verdict may wait in the daemon for
+earlier outputs to be indexed, but not without bound: each is given `VERDICT_WAIT_SECONDS` from the
+first turn of the pump after it was sent (`verdicts_overdue`, the clock passed in), and the pump
+gives up on a daemon that lets one pass (the connection is dropped, so the verdict can never arrive
+later and release the call).
 
 The link has four states (`LinkState`):
 
@@ -27,6 +31,7 @@ The link has four states (`LinkState`):
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
@@ -35,6 +40,12 @@ from bouncerd import wire
 
 # Tools remembered from the last tools/list (all its pages) to resend after a reconnect.
 MAX_REMEMBERED_TOOLS: Final = 10_000
+
+# How long a verdict may take. The daemon answers in milliseconds, or in seconds when the verdict
+# waits for a large output to be indexed or for restarted shims to replay theirs (2.5 s); the same
+# bound as for every other reply (pump.DAEMON_ACK_TIMEOUT_SECONDS), well inside an MCP client's own
+# request timeout, so a person is told the daemon is not answering before the client gives up.
+VERDICT_WAIT_SECONDS: Final = 10.0
 
 
 # Requests whose replies may take long: a verdict may wait for a person, a fastpath request waits
@@ -58,12 +69,13 @@ class Requester(Protocol):
 class Pending:
     """A request to the daemon awaiting its reply."""
 
-    __slots__ = ("op", "sync", "target")
+    __slots__ = ("op", "rid", "sync", "target")
 
-    def __init__(self, op: str, target: object, sync: bool) -> None:
+    def __init__(self, op: str, target: object, sync: bool, rid: int = -1) -> None:
         self.op = op
         self.target = target  # what the reply is about (a held call, an output), or None
         self.sync = sync  # part of the after-connect resend that verdicts wait for
+        self.rid = rid
 
 
 class LinkSync:
@@ -75,6 +87,8 @@ class LinkSync:
         "_pending",
         "_sync_left",
         "_tools",
+        "_unstamped",
+        "_verdict_dues",
         "state",
         "tools_sent",
         "tools_unanswered",
@@ -91,6 +105,8 @@ class LinkSync:
         self.tools_unanswered = 0  # tools lists reported on this connection and not answered yet
         self._acks_pending = 0  # entries of _pending that are not verdicts
         self._sync_left = 0  # sync requests not yet answered
+        self._unstamped: list[int] = []  # verdicts sent since the last `verdicts_overdue`
+        self._verdict_dues: deque[tuple[float, int]] = deque()  # (due, rid) in the order sent
 
     @property
     def awaiting_acks(self) -> bool:
@@ -104,9 +120,11 @@ class LinkSync:
         if frame is None:
             return False
         self._next_rid += 1
-        self._pending[rid] = Pending(op, target, sync)
+        self._pending[rid] = Pending(op, target, sync, rid)
         if op not in _LONG_OPS:
             self._acks_pending += 1
+        if op == "verdict":
+            self._unstamped.append(rid)
         if op == "tools":
             self.tools_sent += 1
             self.tools_unanswered += 1
@@ -123,6 +141,25 @@ class LinkSync:
         if entry is not None and entry.op == "tools":
             self.tools_unanswered -= 1
         return entry
+
+    def verdicts_overdue(self, now: float) -> bool:
+        """Whether a verdict has waited `VERDICT_WAIT_SECONDS`. Verdicts sent since the last call are
+        timed from `now` (the pump calls this every turn, and `verdict_deadline` makes that turn come)."""
+        for rid in self._unstamped:
+            self._verdict_dues.append((now + VERDICT_WAIT_SECONDS, rid))
+        self._unstamped.clear()
+        due = self._oldest_due()
+        return due is not None and due <= now
+
+    def verdict_deadline(self) -> float | None:
+        """When the oldest verdict waiting is overdue (0 for one not yet timed), or None."""
+        return 0.0 if self._unstamped else self._oldest_due()
+
+    def _oldest_due(self) -> float | None:
+        dues = self._verdict_dues
+        while dues and dues[0][1] not in self._pending:  # answered (ids are never reused)
+            dues.popleft()
+        return dues[0][0] if dues else None
 
     def remember_tools(self, tools: list[Any], paged: bool) -> list[Any]:
         """A tools/list result: a later page (`paged`) adds to the list, a first page replaces it. The
@@ -160,4 +197,6 @@ class LinkSync:
         self._acks_pending = 0
         self.tools_unanswered = 0
         self._sync_left = 0
+        self._unstamped.clear()
+        self._verdict_dues.clear()
         return list(pending.values())

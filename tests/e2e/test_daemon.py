@@ -187,7 +187,7 @@ def _replay_offline(paths: Paths) -> Engine:
         if entry["k"] == "events":
             for ev in entry["events"]:
                 engine.apply(ev)
-        else:
+        elif entry["k"] != "audit_head":  # the daemon's own record of its audit log, no engine state
             assert index.replay(entry)
 
     scan(paths.state / JOURNAL_NAME, visit)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from bouncerd import wire
 from bouncerd.core import taint
 from bouncerd.core.engine import Engine
-from bouncerd.server.journal import Journal, scan
+from bouncerd.server.journal import MAGIC, Journal, record_parts, scan
 from bouncerd.server.observations import ObservationIndex
 
 ENTRIES: list[dict[str, Any]] = [
@@ -87,23 +87,26 @@ def test_torn_tail_is_cut_kept_aside_and_appends_resume_on_a_frame_boundary(
 @settings(max_examples=50, deadline=None)
 @given(cut=st.integers(min_value=0, max_value=2100))
 def test_any_crash_point_keeps_every_whole_frame(tmp_path_factory: pytest.TempPathFactory, cut: int) -> None:
-    """Wherever a write is cut off, every frame written whole before it survives, and nothing else."""
+    """Wherever a write is cut off, every record written whole before it survives, nothing else does,
+    and the cut is read as a tear (exact recovery), never as damage. (The header cannot be cut: a
+    journal is created whole by a rename.)"""
     path = tmp_path_factory.mktemp("j") / "j"
-    frames = [wire.encode(e) for e in ENTRIES]
-    data = b"".join(frames)[:cut]
+    records = [b"".join(record_parts(e)) for e in ENTRIES]
+    data = (MAGIC + b"".join(records))[: len(MAGIC) + cut]
     path.write_bytes(data)
     seen: list[dict[str, Any]] = []
     journal, recovery = Journal.open(path, seen.append)
     journal.close()
     whole = 0
-    ends = 0
-    for frame in frames:
-        if ends + len(frame) > len(data):
+    ends = len(MAGIC)
+    for record in records:
+        if ends + len(record) > len(data):
             break
-        ends += len(frame)
+        ends += len(record)
         whole += 1
     assert seen == ENTRIES[:whole]
     assert path.stat().st_size == ends == recovery.good_bytes
+    assert recovery.state == ("clean" if ends == len(data) else "torn")
 
 
 def test_rewrite_replaces_the_journal_whole(tmp_path: Path) -> None:

@@ -377,7 +377,11 @@ def _events(pack: Pack) -> str:
     if not s.events:
         return head + '<p class="muted">No reloads, pin acceptances, repairs or rotations in this period.</p>'
     rows = [[code(name), str(st.total), esc(pack.refs(st))] for name, st in sorted(s.events.items())]
-    notes = [n for n in s.notes if n.rule in ("policy.reload_failed", "audit.repaired")]
+    notes = [
+        n
+        for n in s.notes
+        if n.rule in ("policy.reload_failed", "audit.repaired", "state.lost", "state.loss_accepted")
+    ]
     listed = "".join(
         f"<li>{esc(pack.where(n.ref))} {esc(when(n.ts))} {code(n.rule)}: {esc(n.text)}</li>" for n in notes
     )

@@ -245,7 +245,11 @@ def _events(pack: Pack) -> list[str]:
         return [*out, "None: no reloads, pin acceptances, repairs or rotations in this period.", ""]
     rows = [[code(name), str(st.total), cell(pack.refs(st))] for name, st in sorted(s.events.items())]
     out += table(["Event", "Times", "Lines"], rows)
-    shown = [n for n in s.notes if n.rule in ("policy.reload_failed", "audit.repaired")]
+    shown = [
+        n
+        for n in s.notes
+        if n.rule in ("policy.reload_failed", "audit.repaired", "state.lost", "state.loss_accepted")
+    ]
     if shown:
         out.append("")
         out += [f"- {pack.where(n.ref)} {when(n.ts)} {code(n.rule)}: {cell(n.text)}" for n in shown]

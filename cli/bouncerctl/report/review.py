@@ -331,6 +331,7 @@ def _log_findings(log: LogRead) -> list[Finding]:
             )
         )
     for rule, severity, title in (
+        ("state.lost", "high", "journal damaged: bouncerd ran restricted until a person accepted the loss"),
         ("audit.repaired", "medium", "torn line repaired after a crash"),
         ("policy.reload_failed", "medium", "policy reload failed"),
     ):
