@@ -18,7 +18,8 @@ docs/dev/approvals-protocol.md; in short:
   accept + once allows this very call; session also trusts the call's untrusted destinations for the
   session; always also adds them to the user's policy.yaml (bouncerd/server/allowlist.py) and reloads
   it; decline closes the code; cancel and timeout deny but leave the code open for bouncerctl.
-- **bouncerctl** (ops ``pending``, ``approve_show``, ``approve``; role ctl only): approving a code
+- **bouncerctl** (ops ``pending``, ``approve_show``, ``approve``; role ctl only, by their rows in
+  `wire.OP_TABLE`): approving a code
   grants one retry of exactly the bound call (the engine consumes it: rule ``approval.once``).
   Unknown, expired and used codes are wrong codes; MAX_WRONG_CODES of them in a window refuse every
   approve op until the window passes.
@@ -285,15 +286,13 @@ class ApprovalDesk:
     # ---- bouncerctl ----------------------------------------------------------------------------
 
     def pending(self, caller: Caller, rid: int, msg: wire.PendingRequest) -> dict[str, Any]:
-        if caller.role != "ctl":
-            return _not_ctl(rid)
         now = time.time()
         self.expire(now)
         return wire.reply(rid, pending=[_public(p, now) for p in self.approvals.open_codes(now)])
 
     def approve_show(self, caller: Caller, rid: int, msg: wire.ApproveShowRequest) -> dict[str, Any]:
         now = time.time()
-        found = self._find(caller, rid, msg.get("code"), now)
+        found = self._find(rid, msg["code"], now)
         if isinstance(found, dict):
             return found
         extra: dict[str, Any] = {}
@@ -310,25 +309,20 @@ class ApprovalDesk:
 
     def approve(self, caller: Caller, rid: int, msg: wire.ApproveRequest) -> dict[str, Any]:
         now = time.time()
-        found = self._find(caller, rid, msg.get("code"), now)
+        found = self._find(rid, msg["code"], now)
         if isinstance(found, dict):
             return found
         self.carry(self.decider.approve(found, now), now)
         return wire.reply(rid, approved=True, **_public(found, now))
 
-    def _find(self, caller: Caller, rid: int, code: str | None, now: float) -> ap.Pending | dict[str, Any]:
-        """The open code a ctl op names, or the error reply (wrong codes counted and audited)."""
-        if caller.role != "ctl":
-            return _not_ctl(rid)
-        decision = self.carry(self.decider.find_code(str(code or ""), now), now)
+    def _find(self, rid: int, code: str, now: float) -> ap.Pending | dict[str, Any]:
+        """The open code a ctl op names, or the error reply (wrong codes counted and audited). The op's
+        row in `wire.OP_TABLE` lets only role ctl here."""
+        decision = self.carry(self.decider.find_code(code, now), now)
         if decision.refusal is not None:
             return wire.error_reply(rid, *decision.refusal)
         assert decision.found is not None
         return decision.found
-
-
-def _not_ctl(rid: int) -> dict[str, Any]:
-    return wire.error_reply(rid, "not_ctl", "approvals are listed and given by bouncerctl (role ctl) only")
 
 
 def _public(p: ap.Pending, now: float) -> dict[str, Any]:

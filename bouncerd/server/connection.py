@@ -68,12 +68,6 @@ log = logging.getLogger("bouncerd")
 # shim's patience (10 s), long against the gap between a result and the agent's next call in a burst.
 ACK_DELAY_SECONDS = 0.01
 
-_LANE_OPS = frozenset({"client", "tools", "verdict", "check_builtin"})
-# Lane ops that decide on taint: they wait until every observation accepted before them is indexed.
-_WAITS_FOR_TAINT = frozenset({"verdict", "check_builtin"})
-# Ops that accept an output: journalled and acked inline, in arrival order, with backpressure.
-_OBSERVE_OPS = frozenset({"observe", "observe_text"})
-
 
 class ObservationGate(Protocol):
     """What ordering needs of the observation index (bouncerd/server/observations.py)."""
@@ -291,8 +285,13 @@ class Connection(asyncio.BufferedProtocol):
             else:
                 self._fail(None)  # refused: the reply goes out, then the connection closes
             return
+        row = wire.OP_TABLE[op]
+        refusal = wire.role_refusal(op, self.caller.role)
+        if refusal is not None:
+            self._write(wire.error_reply(rid, *refusal))
+            return
         observations = self.observations
-        if op in _OBSERVE_OPS:
+        if row.order == "observe":
             if observations.has_room:
                 reply = self._call(op, rid, msg)
                 if op == "observe" and reply.get("ok") is True:
@@ -305,9 +304,9 @@ class Connection(asyncio.BufferedProtocol):
                 self._update_reading()
                 assert self._tg is not None
                 self._tg.start_soon(self._unstall)
-        elif op in _LANE_OPS:
+        elif row.order == "lane":
             target = observations.accepted_upto
-            waits = op in _WAITS_FOR_TAINT and self.ops.needs_taint(self.caller, op, msg)
+            waits = row.reads_taint and self.ops.needs_taint(self.caller, op, msg)
             marks = self.peers.barrier(self) if waits else []
             held = bool(marks) or (waits and self.peers.settling)
             if not self._lane and not held and (not waits or observations.indexed_upto >= target):
@@ -315,9 +314,9 @@ class Connection(asyncio.BufferedProtocol):
             else:
                 self._lane.append((op, rid, msg, target, marks))
                 self._lane_wakeup.set()
-        elif op == "hello":
+        elif row.order == "first":
             raise ProtocolError("hello sent twice")
-        elif op in self.ops.async_handlers:
+        elif row.order == "async":
             assert self._tg is not None
             self._async_pending += 1
             self._tg.start_soon(self._call_async, op, rid, msg)
@@ -346,7 +345,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._lane_wakeup = anyio.Event()
                 continue
             op, rid, msg, target, marks = self._lane[0]
-            if op in _WAITS_FOR_TAINT and self.ops.needs_taint(self.caller, op, msg):
+            if wire.OP_TABLE[op].reads_taint and self.ops.needs_taint(self.caller, op, msg):
                 if marks or self.peers.settling:
                     # What other connections had been sent when this arrived (and, after a restart,
                     # what reconnecting shims replay): read it, then wait until it is indexed.

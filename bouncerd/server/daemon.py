@@ -6,7 +6,8 @@ Theory of operation
 journal tail, opens the audit log (repairing a torn line) and is then ready to serve. `serve` accepts
 connections on a listener it is handed (bound or activated by `bouncerd/server/listener.py`); each
 connection is a `bouncerd.server.connection.Connection`, which frames, orders and dispatches
-requests through `Daemon.handlers` (op name -> handler, one entry per op of `wire.OPS` but hello) to
+requests through `Daemon.handlers` (op name -> handler, one entry per row of `wire.OP_TABLE` but
+hello, checked at construction by `check_handler_table`) to
 the op methods here, in `bouncerd/server/approvals.py` and in `bouncerd/server/hooks.py`. Each gets
 the collaborators it uses, never the daemon. The op methods are synchronous: they ask the core for
 the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events with one write, audit,
@@ -114,6 +115,7 @@ class Daemon:
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
         self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
+        check_handler_table(self.handlers, self.async_handlers)
         self.reloader = Reloader(self.policy, self._put_policy_in_force, self._audit_append)
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
@@ -127,8 +129,9 @@ class Daemon:
         return {"reload": self.reload_op}
 
     def _handler_table(self) -> dict[str, Handler]:
-        """Every op of `wire.OPS` but hello (which `Connection` answers first) and those of
-        `async_handlers`: one entry per op."""
+        """Every op of `wire.OP_TABLE` but hello (which `Connection` answers first) and those of
+        `async_handlers`: one entry per op (`check_handler_table`). Roles are checked before a handler
+        is called (`wire.role_refusal`), so no handler checks its caller's role."""
         return {
             "client": self.client,
             "tools": self.tools,
@@ -618,6 +621,22 @@ class Daemon:
             "export": self.exporter.public() if self.exporter is not None else None,
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
+
+
+def check_handler_table(handlers: Mapping[str, Handler], async_handlers: Mapping[str, AsyncHandler]) -> None:
+    """Raise BouncerError unless every op of `wire.OP_TABLE` but hello has exactly one handler, in
+    `async_handlers` if its order is "async", in `handlers` otherwise (a daemon that cannot serve an op
+    it accepts must not start)."""
+    wrong: list[str] = []
+    for op, row in wire.OP_TABLE.items():
+        sync, deferred = op in handlers, op in async_handlers
+        expected = (False, False) if row.order == "first" else (row.order != "async", row.order == "async")
+        if (sync, deferred) != expected:
+            wrong.append(f"{op} (order {row.order}: handler {sync}, async handler {deferred})")
+    wrong += [f"{op} (not an op of the wire)" for op in {*handlers, *async_handlers} - set(wire.OP_TABLE)]
+    if wrong:
+        listed = "; ".join(sorted(wrong))
+        raise BouncerError(f"the daemon's handler table disagrees with wire.OP_TABLE: {listed}")
 
 
 def socket_display_path(sock: socket.socket, fallback: Path) -> str:
