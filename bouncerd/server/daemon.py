@@ -32,6 +32,7 @@ what it keeps, unless no client is left): memory and the journal hold the live s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -314,23 +315,26 @@ class Daemon:
     # ---- serving ------------------------------------------------------------------------------
 
     async def serve(self, sock: socket.socket) -> None:
-        """Serve until SIGTERM or SIGINT. Takes ownership of `sock`."""
-        listener = await anyio.abc.SocketListener.from_socket(sock)
-        async with listener, anyio.create_task_group() as tg:
-            await tg.start(self._watch_signals, tg)
-            tg.start_soon(self.observations.run)
-            tg.start_soon(self.approvals.run)
-            tg.start_soon(self._sweep_sessions)
-            tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
-            log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
-            while True:
-                try:
-                    stream = await listener.accept()
-                except (anyio.BrokenResourceError, OSError) as exc:
-                    log.error("accept failed: %s", exc)
-                    await anyio.sleep(ACCEPT_RETRY_SECONDS)
-                    continue
-                tg.start_soon(self._handle, stream)
+        """Serve until SIGTERM or SIGINT. Takes ownership of `sock`. Each accepted socket belongs to
+        asyncio's transport from accept to close (`Connection`); anyio runs the tasks."""
+        loop = asyncio.get_running_loop()
+        sock.setblocking(False)
+        with sock:
+            async with anyio.create_task_group() as tg:
+                await tg.start(self._watch_signals, tg)
+                tg.start_soon(self.observations.run)
+                tg.start_soon(self.approvals.run)
+                tg.start_soon(self._sweep_sessions)
+                tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
+                log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
+                while True:
+                    try:
+                        accepted, _ = await loop.sock_accept(sock)
+                    except OSError as exc:
+                        log.error("accept failed: %s", exc)
+                        await anyio.sleep(ACCEPT_RETRY_SECONDS)
+                        continue
+                    tg.start_soon(self._handle, accepted)
 
     async def _watch_signals(
         self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -345,25 +349,27 @@ class Daemon:
                 tg.cancel_scope.cancel()
                 return
 
-    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
-            try:
-                cred = peer.check_peer(raw, self.expected_uid)
-            except PeerRejectedError as exc:
-                log.warning("refused a connection: %s", exc)
-                return
-            conn = Connection(self, self.observations, stream, cred, self.peers)
-            try:
-                await conn.run()
-            except ProtocolError as exc:
-                log.info("dropped a connection from pid %s: %s", cred.pid, exc)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
-                pass
-            except Exception:  # a bug must cost one connection, not the daemon
-                log.exception("connection from pid %s failed", cred.pid)
-            finally:
-                self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
+    async def _handle(self, sock: socket.socket) -> None:
+        try:
+            cred = peer.check_peer(sock, self.expected_uid)
+        except PeerRejectedError as exc:
+            log.warning("refused a connection: %s", exc)
+            sock.close()
+            return
+        except BaseException:
+            sock.close()
+            raise
+        conn = Connection(self, self.observations, sock, cred, self.peers)  # closes `sock`
+        try:
+            await conn.run()
+        except ProtocolError as exc:
+            log.info("dropped a connection from pid %s: %s", cred.pid, exc)
+        except ConnectionError:
+            pass
+        except Exception:  # a bug must cost one connection, not the daemon
+            log.exception("connection from pid %s failed", cred.pid)
+        finally:
+            self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
 
     # ---- ops ----------------------------------------------------------------------------------
 
