@@ -52,7 +52,7 @@ from bouncerd.core import approvals as ap
 from bouncerd.core.decision import CHANNEL_ELICITATION, Ask, Decider, Decision
 from bouncerd.core.events import EngineEvent
 from bouncerd.errors import PolicyError
-from bouncerd.server import allowlist
+from bouncerd.server import allowlist, verdicts
 from bouncerd.server.caller import Caller
 from bouncerd.server.notify import Notifier
 from bouncerd.server.questions import elicitation_form, name_shown, shown
@@ -108,11 +108,18 @@ def _new_secret(path: Path) -> bytes:
 
 class ApprovalDesk:
     def __init__(
-        self, decider: Decider, journal: Journal, audit: Audit, policy_path: Path, reload: Reload
+        self,
+        decider: Decider,
+        journal: Journal,
+        audit: Audit,
+        audit_arguments: Callable[[], str],
+        policy_path: Path,
+        reload: Reload,
     ) -> None:
         self.decider = decider
         self.journal = journal
         self.audit = audit
+        self.audit_arguments = audit_arguments  # the policy setting, read per record (a reload may change it)
         self.policy_path = policy_path
         self.reload = reload
         self.notifier = Notifier(None)
@@ -256,32 +263,20 @@ class ApprovalDesk:
             return wire.error_reply(rid, *decision.refusal)
         verdict, binding, code = decision.verdict, decision.binding, decision.code
         assert verdict is not None
-        record: dict[str, Any] = {
-            "session": session.key,
-            "client": session.client.name,
-            "server": entry.identity.name,
-            "request_id": request_id,
-            "tool": binding.tool if binding else None,
-            "verdict": verdict.verdict,
-            "rule": verdict.rule,
-            "reason": verdict.reason,
-            "destination": verdict.destination,
-            "arguments_sha256": binding.digest if binding else None,
-            "channel": CHANNEL_ELICITATION,
-            "code": code or None,
-        }
-        self.audit(record, now)
-        reply = wire.verdict_reply(
-            rid,
-            verdict=verdict.verdict,
-            rule=verdict.rule,
-            reason=verdict.reason,
-            destination=verdict.destination,
-        )
         still = self.approvals.pending.get(code)
-        if still is not None:
-            reply.update(code=code, expires=still.expires)
-        return reply
+        judged = verdicts.Judged(
+            session,
+            entry.identity.name,
+            request_id,
+            binding.tool if binding else None,
+            verdict,
+            self._arguments.get(code) if binding else None,
+            digest=binding.digest if binding else None,
+            code=code or None,
+            channel=CHANNEL_ELICITATION,
+            extra={"code": code, "expires": still.expires} if still is not None else {},
+        )
+        return verdicts.deliver(rid, judged, self.audit, self.audit_arguments(), now)
 
     # ---- bouncerctl ----------------------------------------------------------------------------
 

@@ -48,7 +48,6 @@ import anyio.abc
 
 from bouncerd import __version__, wire
 from bouncerd.core import pins
-from bouncerd.core.approvals import arguments_digest
 from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
@@ -57,7 +56,7 @@ from bouncerd.core.policy import Policy
 from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
 from bouncerd.managedpolicy import ManagedSource
 from bouncerd.paths import Paths
-from bouncerd.server import hooks, peer
+from bouncerd.server import hooks, peer, verdicts
 from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import AsyncHandler, Caller, Handler
@@ -105,7 +104,12 @@ class Daemon:
         self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
         # asking a person: codes, answers, approvals
         self.approvals = ApprovalDesk(
-            self.decider, self._journal_events, self._audit_append, paths.policy, self.reload
+            self.decider,
+            self._journal_events,
+            self._audit_append,
+            lambda: self.policy.base.settings.audit_arguments,
+            paths.policy,
+            self.reload,
         )
         self.hook_ops = hooks.HookOps(
             self.engine,
@@ -483,44 +487,27 @@ class Daemon:
         verdict = decision.verdict
         assert verdict is not None
         asked = self.approvals.ask_fields(decision.ask)
-        provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
-        record: dict[str, Any] = {
-            "session": session.key,
-            "client": session.client.name,
-            "server": entry.identity.name,
-            "request_id": call.request_id,
-            "tool": call.tool,
-            **({"kind": kind} if kind != "tool" else {}),
-            "verdict": verdict.verdict,
-            "rule": verdict.rule,
+        if asked:
+            self.approvals.remember_arguments(asked["code"], call.arguments)
+        judged = verdicts.Judged(
+            session,
+            entry.identity.name,
+            call.request_id,
+            call.tool,
+            verdict,
+            call.arguments,
+            kind=kind,
             # An ask's record keeps the reason without the `bouncerctl approve CODE` hint: the client
             # may answer it itself, and the log must not offer a code for an ask already answered
             # (the code is in its own field; `bouncerctl pending` lists the open ones).
-            "reason": decision.ask.pending.reason if decision.ask is not None else verdict.reason,
-            "destination": verdict.destination,
-            "provenance": provenance,
-        }
-        if self.policy.base.settings.audit_arguments == "digest":
-            record["arguments_sha256"] = arguments_digest(call.arguments)
-        else:
-            record["arguments"] = call.arguments
-        if asked:
-            record["code"] = asked["code"]
-            self.approvals.remember_arguments(asked["code"], call.arguments)
-        if msg.get("request_id_json") is not None:  # exact where request_id cannot be (a float, ...)
-            record["request_id_json"] = msg["request_id_json"]
-        self.audit.append(record, now)
-        session.counts[verdict.verdict] += 1
-        self.maybe_compact()
-        reply = wire.verdict_reply(
-            rid,
-            verdict=verdict.verdict,
-            rule=verdict.rule,
-            reason=verdict.reason,
-            destination=verdict.destination,
-            provenance=provenance,
+            reason=decision.ask.pending.reason if decision.ask is not None else None,
+            code=asked["code"] if asked else None,
+            request_id_json=msg.get("request_id_json"),  # exact where request_id cannot be (a float, ...)
+            extra=asked,  # an ask: code, question, elicitation, timeout, request_state, binding
         )
-        reply.update(asked)  # an ask: code, question, elicitation, timeout, request_state, binding
+        audit_arguments = self.policy.base.settings.audit_arguments
+        reply = verdicts.deliver(rid, judged, self._audit_append, audit_arguments, now)
+        self.maybe_compact()
         return reply
 
     def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
