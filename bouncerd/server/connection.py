@@ -108,7 +108,7 @@ class Connection(asyncio.BufferedProtocol):
         self._batch: list[bytes] | None = None  # replies of the event being handled, sent together
         self._ack_timer: asyncio.TimerHandle | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._broken = False  # the machine failed: nothing more is fed to it
+        self._broken = False  # carrying out a command failed: nothing more is fed to the machine
 
     # ---- the connection's life ----------------------------------------------------------------
 
@@ -195,11 +195,15 @@ class Connection(asyncio.BufferedProtocol):
         self._batch = []
         self._handle(ordering.DataReceived(nbytes))
         frames, order = self._frames, self.order
-        try:
-            while not order.ended and not self._broken and (message := frames.next_message()) is not None:
-                self._handle(ordering.FrameReceived(message))
-        except Exception as exc:  # ProtocolError (or a bug): after the frames before it
-            self._handle(ordering.Broken(exc))
+        while not order.ended and not self._broken:
+            try:
+                message = frames.next_message()
+            except Exception as exc:  # ProtocolError: the frames before it are still answered
+                self._handle(ordering.Broken(exc))
+                break
+            if message is None:
+                break
+            self._handle(ordering.FrameReceived(message))
         self._flush_batch()
         self._batch = None
         self.peers.progressed()
@@ -232,13 +236,11 @@ class Connection(asyncio.BufferedProtocol):
         if self._broken:
             return
         try:
-            commands = self.order.handle(event)
-        except Exception as exc:  # a bug in ordering: this connection ends, the daemon goes on
+            for command in self.order.handle(event):  # a Dispatch comes last: answered within it
+                _DO[type(command)](self, command)
+        except Exception as exc:  # a bug (or a reply too big to frame): this connection ends, not the daemon
             self._broken = True
             self._close(ordering.Close(exc))
-            return
-        for command in commands:  # a Dispatch comes last: its answer is handled within it
-            _DO[type(command)](self, command)
 
     def _dispatch(self, command: ordering.Dispatch) -> None:
         request = command.request

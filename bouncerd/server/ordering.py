@@ -80,7 +80,7 @@ class World(Protocol):
         ...
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Request:
     """A request that passed `wire.check_request`. Playbooks compare requests by op and id."""
 
@@ -102,24 +102,24 @@ class Request:
 # ---- events: what happened ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DataReceived:
     nbytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FrameReceived:
     message: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Broken:
     """The byte stream cannot be framed any more (or the protocol failed): after what came before it."""
 
     error: Exception
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Answered:
     """A dispatched request's reply; for hello, whether the connection is kept."""
 
@@ -128,49 +128,49 @@ class Answered:
     keep: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RoomMade:
     """The index has room for the stalled observation."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class BarrierPassed:
     """Every mark of the lane's head is reached, and the shims a restart waits for have replayed."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Indexed:
     """Everything accepted up to the lane head's target is indexed."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AckTimerFired:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class WritePaused:
     """The peer does not read its replies (the transport's buffer is full)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class WriteResumed:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ReadThrough:
     """Another connection's barrier needs this one read up to `position`."""
 
     position: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class EofReceived:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ConnectionLost:
     pass
 
@@ -194,60 +194,60 @@ Event = (
 # ---- commands: what to do -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Dispatch:
     """Run the request's handler now and answer with `Answered` before anything else."""
 
     request: Request
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DispatchInBackground:
     """Run the request's handler off the connection's path; `Answered` when done."""
 
     request: Request
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Send:
     """Write these replies, in this order, in one write."""
 
     replies: tuple[dict[str, Any], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StartAckTimer:
     seconds: float = ACK_DELAY_SECONDS
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CancelAckTimer:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PauseReading:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ResumeReading:
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AwaitRoom:
     """The observation found the index full: it is stalled (the barrier counts it) until `RoomMade`."""
 
     request: Request
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Unstalled:
     """The stalled observation is accepted: the barrier no longer counts this connection as stalled."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AwaitBarrier:
     """Settle (after a restart), wait until each mark is reached and for the barrier taken again, then
     `BarrierPassed`."""
@@ -256,7 +256,7 @@ class AwaitBarrier:
     marks: tuple[object, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AwaitIndexed:
     """Wait until the index has indexed up to `upto`, then `Indexed`."""
 
@@ -264,7 +264,7 @@ class AwaitIndexed:
     upto: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Close:
     """Read and answer nothing more; close once the replies sent so far are written. With `error`, the
     connection ended on it (a ProtocolError, a bug)."""
@@ -288,7 +288,7 @@ Command = (
 )
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Queued:
     """A lane request and what it waits for: `target` observations indexed, and the barrier's marks."""
 
@@ -345,8 +345,14 @@ class Ordering:
         self._update_reading()
 
     def _on_frame_received(self, event: FrameReceived) -> None:
-        self._frames.append(event.message)
-        self._take()
+        if self._frames or self._busy is not None or self._stalled is not None:
+            self._frames.append(event.message)  # behind what is waiting
+            self._take()
+        elif not self._ended:
+            try:
+                self._take_frame(event.message)
+            except Exception as exc:  # as in `_take`
+                self._fail(exc)
 
     def _on_broken(self, event: Broken) -> None:
         self._frames.append(event.error)  # the frames before it are still served
@@ -354,15 +360,17 @@ class Ordering:
 
     def _on_answered(self, event: Answered) -> None:
         request, reply = event.request, event.reply
-        if request.row.order == "async":
+        if request is self._busy:
+            self._busy = None
+            self._settle(request, reply, event.keep)
+        elif request.row.order == "async":
             self._background -= 1
             if not self._ended:
                 self._send(reply)
-        elif request is self._busy:
-            self._busy = None
-            self._settle(request, reply, event.keep)
-        self._take()
-        self._maybe_finish()
+        if self._frames:
+            self._take()
+        if self._eof:
+            self._maybe_finish()
 
     def _on_room_made(self, event: RoomMade) -> None:
         if self._stalled is not None and not self._ended:
@@ -430,8 +438,9 @@ class Ordering:
                 raise ProtocolError(f"the first request must be hello, not {op}")
             self._dispatch(request)
             return
-        refusal = wire.role_refusal(op, self.role)
-        if refusal is not None:
+        if self.role not in row.roles:
+            refusal = wire.role_refusal(op, self.role)
+            assert refusal is not None
             self._send(wire.error_reply(rid, *refusal))
             return
         _TAKE[row.order](self, request)
