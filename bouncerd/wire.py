@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import UnionType
 from typing import Any, Final, Literal, NotRequired, TypedDict, Union, get_args, get_origin, get_type_hints
 
@@ -232,30 +231,30 @@ class ApproveRequest(Request):
 # - "async": answered by a task once its work off the event loop is done, while the connection goes on.
 Order = Literal["first", "observe", "lane", "inline", "async"]
 
-ANY_ROLE: Final = ROLES
 CTL_ONLY: Final = frozenset({"ctl"})
 
 
-@dataclass(frozen=True)
 class Op:
     """One op of the wire. `roles` may send it (the others get an error reply, `role_refusal`);
     `reads_taint`: a lane op that may decide on taint, so waits for every output sent before it (the
     daemon's `needs_taint` says whether this request does). `fields` (name -> allowed Python types),
-    `values` (name -> allowed values of a Literal) and `required` are read off `request`."""
+    `values` (name -> allowed values of a Literal) and `required` are read off `request`. (A plain
+    class: `dataclasses` would cost the shim's start its import.)"""
 
-    request: type[Request]
-    order: Order
-    roles: frozenset[str] = ANY_ROLE
-    reads_taint: bool = False
-    fields: Mapping[str, tuple[type, ...]] = field(init=False)
-    values: Mapping[str, frozenset[object]] = field(init=False)
-    required: tuple[str, ...] = field(init=False)
+    __slots__ = ("fields", "order", "reads_taint", "request", "required", "roles", "values")
 
-    def __post_init__(self) -> None:
-        fields, values, required = _fields_of(self.request)
-        object.__setattr__(self, "fields", fields)
-        object.__setattr__(self, "values", values)
-        object.__setattr__(self, "required", required)
+    def __init__(
+        self, request: type[Request], order: Order, roles: frozenset[str] = ROLES, reads_taint: bool = False
+    ) -> None:
+        self.request = request
+        self.order = order
+        self.roles = roles
+        self.reads_taint = reads_taint
+        self.fields, self.values, self.required = _fields_of(request)
+
+    def __repr__(self) -> str:
+        roles = sorted(self.roles)
+        return f"Op({self.request.__name__}, {self.order!r}, roles={roles}, reads_taint={self.reads_taint})"
 
 
 def _fields_of(
