@@ -41,6 +41,7 @@ import anyio
 import anyio.abc
 
 from bouncerd import wire
+from bouncerd.errors import BouncerError
 from bouncerd.server import ordering
 from bouncerd.server.caller import AsyncHandler, Caller, Handler, RefusedError
 from bouncerd.server.ordering import ACK_DELAY_SECONDS, Ordering, Request
@@ -48,7 +49,7 @@ from bouncerd.server.peer import PeerCred
 from bouncerd.server.reader import FrameBuffer
 from bouncerd.server.unread import Peers
 
-__all__ = ["ACK_DELAY_SECONDS", "Connection", "ObservationGate", "Ops"]
+__all__ = ["ACK_DELAY_SECONDS", "Connection", "ObservationGate", "Ops", "check_handler_table"]
 
 log = logging.getLogger("bouncerd")
 
@@ -86,6 +87,22 @@ class Ops(Protocol):
     def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
         """Whether a request must wait until every earlier output is indexed."""
         ...
+
+
+def check_handler_table(handlers: Mapping[str, Handler], async_handlers: Mapping[str, AsyncHandler]) -> None:
+    """Raise BouncerError unless every op of `wire.OP_TABLE` but hello has exactly one handler, in
+    `async_handlers` if its order is "async", in `handlers` otherwise (a daemon that cannot serve an op
+    it accepts must not start)."""
+    wrong: list[str] = []
+    for op, row in wire.OP_TABLE.items():
+        sync, deferred = op in handlers, op in async_handlers
+        expected = (False, False) if row.order == "first" else (row.order != "async", row.order == "async")
+        if (sync, deferred) != expected:
+            wrong.append(f"{op} (order {row.order}: handler {sync}, async handler {deferred})")
+    wrong += [f"{op} (not an op of the wire)" for op in {*handlers, *async_handlers} - set(wire.OP_TABLE)]
+    if wrong:
+        listed = "; ".join(sorted(wrong))
+        raise BouncerError(f"the daemon's handler table disagrees with wire.OP_TABLE: {listed}")
 
 
 class Connection(asyncio.BufferedProtocol):

@@ -60,7 +60,7 @@ from bouncerd.server import hooks, peer, verdicts
 from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import AsyncHandler, Caller, Handler
-from bouncerd.server.connection import Connection
+from bouncerd.server.connection import Connection, check_handler_table
 from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
@@ -614,22 +614,6 @@ class Daemon:
             "export": self.exporter.public() if self.exporter is not None else None,
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
-
-
-def check_handler_table(handlers: Mapping[str, Handler], async_handlers: Mapping[str, AsyncHandler]) -> None:
-    """Raise BouncerError unless every op of `wire.OP_TABLE` but hello has exactly one handler, in
-    `async_handlers` if its order is "async", in `handlers` otherwise (a daemon that cannot serve an op
-    it accepts must not start)."""
-    wrong: list[str] = []
-    for op, row in wire.OP_TABLE.items():
-        sync, deferred = op in handlers, op in async_handlers
-        expected = (False, False) if row.order == "first" else (row.order != "async", row.order == "async")
-        if (sync, deferred) != expected:
-            wrong.append(f"{op} (order {row.order}: handler {sync}, async handler {deferred})")
-    wrong += [f"{op} (not an op of the wire)" for op in {*handlers, *async_handlers} - set(wire.OP_TABLE)]
-    if wrong:
-        listed = "; ".join(sorted(wrong))
-        raise BouncerError(f"the daemon's handler table disagrees with wire.OP_TABLE: {listed}")
 
 
 def socket_display_path(sock: socket.socket, fallback: Path) -> str:

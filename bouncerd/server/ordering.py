@@ -36,13 +36,10 @@ Each op's row in `wire.OP_TABLE` says how it is ordered:
 - "async" (``reload``): `DispatchInBackground`; its answer may come after later requests'.
 - "inline" (everything else): dispatched at once; changes nothing that orders with the above.
 
-Reading. Reading pauses while an observation is stalled, and while the peer does not read its replies
-(`WritePaused`), but a barrier of another connection may have it read on up to a position
-(`ReadThrough`): a verdict elsewhere must never wait on a peer that does not read. `reached` is the
-barrier's question: has every frame before this position been dispatched?
-
-The end. After `EofReceived` the connection closes once nothing it asked for is left unanswered (the
-peer may still read the replies).
+Reading pauses while an observation is stalled and while the peer does not read its replies
+(`WritePaused`), but another connection's barrier may have it read on up to a position (`ReadThrough`),
+and `reached` answers that barrier. After `EofReceived` the connection closes once nothing it asked for
+is left unanswered (the peer may still read the replies).
 """
 
 from __future__ import annotations
@@ -445,9 +442,6 @@ class Ordering:
             return
         _TAKE[row.order](self, request)
 
-    def _take_first(self, request: Request) -> None:
-        raise ProtocolError("hello sent twice")
-
     def _take_observe(self, request: Request) -> None:
         if self.world.has_room:
             self._dispatch(request)
@@ -598,7 +592,7 @@ _ON: Final[Mapping[type, Callable[[Ordering, Any], None]]] = {
 }
 
 _TAKE: Final[Mapping[str, Callable[[Ordering, Request], None]]] = {
-    "first": Ordering._take_first,
+    "first": lambda machine, request: machine._fail(ProtocolError("hello sent twice")),
     "observe": Ordering._take_observe,
     "lane": Ordering._take_lane,
     "async": Ordering._take_async,

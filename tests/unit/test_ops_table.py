@@ -13,7 +13,8 @@ import pytest
 from bouncerd import wire
 from bouncerd.errors import BouncerError, ProtocolError
 from bouncerd.paths import Paths
-from bouncerd.server.daemon import Daemon, check_handler_table
+from bouncerd.server.connection import check_handler_table
+from bouncerd.server.daemon import Daemon
 
 
 def test_every_op_has_a_typed_request_with_exactly_its_fields() -> None:
