@@ -17,9 +17,9 @@ once, in that same turn of the loop. The machine's commands are carried out as t
 - `Dispatch`: the op's handler runs here and now (`Ops.handlers`, or `Ops.hello`), and its reply goes
   back as `Answered` before anything else; every failure of a handler becomes an error reply, never a
   dropped daemon. A request answered inline thus costs no task switch, no future and no extra turn.
-- `DispatchInBackground` (``reload``), `AwaitRoom`, `AwaitBarrier`, `AwaitIndexed`: a task of the
-  connection awaits it and feeds the machine the answer (`Answered`, `RoomMade`, `BarrierPassed`,
-  `Indexed`).
+- `AwaitBarrier`, `AwaitIndexed`: the connection's lane task (one for its life) awaits it and feeds
+  the machine `BarrierPassed` or `Indexed`. `DispatchInBackground` (``reload``) and `AwaitRoom`: a
+  task of their own awaits it and feeds `Answered` or `RoomMade`.
 - `Send`: the replies are written through the transport, which keeps them whole and in the order
   written; the replies of one read (and of one event from a task) leave together in one ``send``.
 - `PauseReading`, `ResumeReading`, the ack timer and `Close` go to the transport and the loop.
@@ -47,7 +47,7 @@ from bouncerd.server.caller import AsyncHandler, Caller, Handler, RefusedError
 from bouncerd.server.ordering import ACK_DELAY_SECONDS, Ordering, Request
 from bouncerd.server.peer import PeerCred
 from bouncerd.server.reader import FrameBuffer
-from bouncerd.server.unread import Peers
+from bouncerd.server.unread import Peer, Peers
 
 __all__ = ["ACK_DELAY_SECONDS", "Connection", "ObservationGate", "Ops", "check_handler_table"]
 
@@ -125,6 +125,8 @@ class Connection(asyncio.BufferedProtocol):
         self._batch: list[bytes] | None = None  # replies of the event being handled, sent together
         self._ack_timer: asyncio.TimerHandle | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self._lane_wait: ordering.AwaitBarrier | ordering.AwaitIndexed | None = None  # for `_run_lane`
+        self._lane_wakeup = anyio.Event()
         self._broken = False  # carrying out a command failed: nothing more is fed to the machine
 
     # ---- the connection's life ----------------------------------------------------------------
@@ -136,6 +138,7 @@ class Connection(asyncio.BufferedProtocol):
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 await loop.connect_accepted_socket(lambda: self, self._sock)
+                tg.start_soon(self._run_lane)
                 await self._closed.wait()
                 tg.cancel_scope.cancel()  # queued work has no reader
         finally:
@@ -319,10 +322,12 @@ class Connection(asyncio.BufferedProtocol):
         self.peers.progressed()
 
     def _await_barrier(self, command: ordering.AwaitBarrier) -> None:
-        self._start(self._barrier, command.marks)
+        self._lane_wait = command
+        self._lane_wakeup.set()
 
     def _await_indexed(self, command: ordering.AwaitIndexed) -> None:
-        self._start(self._indexed, command.upto)
+        self._lane_wait = command
+        self._lane_wakeup.set()
 
     def _close(self, command: ordering.Close) -> None:
         """Read and answer nothing more; close once the replies already earned are sent. With an
@@ -344,16 +349,23 @@ class Connection(asyncio.BufferedProtocol):
         await self.observations.wait_for_room()
         self._feed(ordering.RoomMade())
 
-    async def _barrier(self, marks: tuple[Any, ...]) -> None:
-        # What other connections had been sent when the request arrived (and, after a restart, what
-        # reconnecting shims replay): read it; the machine then waits until it is indexed.
-        await self.peers.settle()
-        await self.peers.wait([*marks, *self.peers.barrier(self)])
-        self._feed(ordering.BarrierPassed())
-
-    async def _indexed(self, upto: int) -> None:
-        await self.observations.wait_indexed(upto)
-        self._feed(ordering.Indexed())
+    async def _run_lane(self) -> None:
+        """The lane's waits, one at a time (only the lane's head waits), in one task for the
+        connection's life: waking it costs less than starting a task per wait."""
+        while True:
+            await self._lane_wakeup.wait()
+            self._lane_wakeup = anyio.Event()
+            wait, self._lane_wait = self._lane_wait, None
+            if isinstance(wait, ordering.AwaitBarrier):
+                # What other connections had been sent when the request arrived (and, after a restart,
+                # what reconnecting shims replay): read it; the machine then waits until it is indexed.
+                await self.peers.settle()
+                marks = cast("list[tuple[Peer, int]]", list(wait.marks))  # what `barrier` gave the machine
+                await self.peers.wait([*marks, *self.peers.barrier(self)])
+                self._feed(ordering.BarrierPassed())
+            elif wait is not None:
+                await self.observations.wait_indexed(wait.upto)
+                self._feed(ordering.Indexed())
 
     def _call(self, request: Request) -> dict[str, Any]:
         """Run one op synchronously; every failure becomes an error reply, never a dropped daemon."""
