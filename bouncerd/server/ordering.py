@@ -89,9 +89,6 @@ class Request:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Request) and (self.op, self.rid) == (other.op, other.rid)
 
-    def __hash__(self) -> int:
-        return id(self)
-
     def __repr__(self) -> str:
         return f"{self.op}#{self.rid}"
 
@@ -292,6 +289,7 @@ class _Queued:
     request: Request
     target: int
     marks: tuple[object, ...]
+    waits: bool | None  # reads taint; None: ask when it is the head (a reload may come between)
     barrier_passed: bool = False
     indexed: bool = False
     waiting: bool = False  # a wait or its dispatch is under way
@@ -459,7 +457,7 @@ class Ordering:
         if not self._lane and not held and (not waits or world.indexed_upto >= target):
             self._dispatch(request)
         else:
-            self._lane.append(_Queued(request, target, marks))
+            self._lane.append(_Queued(request, target, marks, waits if not self._lane else None))
             self._advance_lane()
 
     def _take_async(self, request: Request) -> None:
@@ -506,7 +504,9 @@ class Ordering:
         if head.waiting:
             return
         request, world = head.request, self.world
-        if request.row.reads_taint and world.needs_taint(request.op, request.message):
+        if head.waits is None:
+            head.waits = request.row.reads_taint and world.needs_taint(request.op, request.message)
+        if head.waits:
             if not head.barrier_passed and (head.marks or world.settling):
                 head.waiting = True
                 self._out.append(AwaitBarrier(request, head.marks))
