@@ -133,7 +133,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "pin.unknown_tool",
         f"{CORE}/pins.py",
-        "if window_open:",
+        "if pin_now:",
         "if True:",
         "a tool listed after the first-use window is pinned without a person",
     ),
@@ -158,6 +158,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "if live != sp.pins[name].digest:",
         "if False:",
         "a tool whose listed form differs from its pin runs",
+    ),
+    # ---- the fast path ----
+    Mutant(
+        "fastpath.late",
+        f"{CORE}/fastpath.py",
+        'if late.verdict == "allow":',
+        "if True:",
+        "the record of a forwarded call the daemon would now refuse is audited as that refusal",
     ),
     # ---- budget and constraints ----
     Mutant(
@@ -349,8 +357,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "default.allow",
         f"{CORE}/engine.py",
-        'or Verdict("allow", "default.allow", "no rule objected")',
-        'or Verdict("ask", "sink.unproven", "no rule objected")',
+        'verdict = Verdict("allow", "default.allow", "no rule objected")',
+        'verdict = Verdict("ask", "sink.unproven", "no rule objected")',
         "a call nothing objected to is asked about",
     ),
     Mutant(

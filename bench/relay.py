@@ -6,10 +6,15 @@ One run measures three things with the real `mcp` client (legacy mode) and the f
 tests/fixtures/servers/full.py, against a `bouncerd` this script starts in a temporary BOUNCER_HOME:
 
 1. **Round trips.** A direct client and a shim client are connected side by side for the whole phase.
-   Trivial `tools/call`s (`echo`) are timed one by one, in blocks that alternate between the two (and
-   alternate which goes first), so a burst of machine noise lands on both sides instead of one.
-   Reported: median and p99 per side, and their ratios. Targets: median ≤ 1.15 × direct, p99 ≤ 1.5 ×
-   direct. Then the shim's resident memory, now and at its peak (Linux /proc). Target: ≤ 30 MB.
+   Three kinds of `tools/call` are timed one by one, in blocks that alternate between the two (and
+   alternate which goes first), so a burst of machine noise lands on both sides instead of one: a
+   read-only call (`read_inbox`, which the shim forwards before it asks: docs/how-it-works.md,
+   "Decided before it is asked"), a call that takes the round trip to the daemon (`weather`), and
+   a gated send the sink gate allows (`send_message` to an address the bench's policy trusts).
+   Reported: median and p99 per side, their ratios, the shim's and the daemon's CPU time per call,
+   and how many calls the audit log records as forwarded on the fast path. Targets: a read median
+   ≤ 1.10 × direct and p99 ≤ 1.3 ×; a round trip median ≤ 1.15 ×, p99 ≤ 1.5 ×; a gated send median
+   ≤ 1.5 ×. Then the shim's resident memory, now and at its peak (Linux /proc). Target: ≤ 30 MB.
 2. **Start-up.** Spawn → initialize → first `tools/list` result, for a new client and server each time,
    direct and through the shim alternately, with the daemon already running. Reported: medians and
    the difference. Target: ≤ +80 ms. The fixture server's own start (it imports `mcp`, ~1.3 s) varies
@@ -56,9 +61,20 @@ RAW_SERVER = REPO / "bench" / "rawserver.py"
 RAW_STARTUP_REPS = 20
 BIN = Path(sys.executable).parent  # the console scripts sit next to the interpreter (.venv/bin)
 
-# Targets from the foundation issue.
+# Targets from the foundation issue, and for calls decided before they are asked.
 TARGET_CALL_RATIO = 1.15  # median relayed call ≤ 1.15 × median direct call
 TARGET_P99_RATIO = 1.5  # p99 relayed call ≤ 1.5 × p99 direct call
+TARGET_READ_RATIO = 1.10  # a read-only call (the fast path): median ≤ 1.10 × direct
+TARGET_READ_P99_RATIO = 1.3  # ... and p99 ≤ 1.3 × direct
+TARGET_SEND_RATIO = 1.5  # a gated send (the sink gate's round trip): median ≤ 1.5 × direct
+# The gated send goes to an address the bench's policy trusts, so it is allowed through the gate.
+TRUSTED_ADDRESS = "team@corp.example"
+BENCH_POLICY = f"""tools:
+  send_message:
+    exfiltrating: true
+    sink_params: [to]
+    trusted_destinations: [{TRUSTED_ADDRESS}]
+"""
 TARGET_SHIM_RSS_MB = 30.0  # the shim's peak resident memory
 TARGET_STARTUP_EXTRA_MS = 80.0  # start-up to the first tools/list ≤ direct + 80 ms
 TARGET_RELAY_MB_PER_S = 200.0  # a 10 MB result relayed at ≥ 200 MB/s
@@ -199,16 +215,45 @@ class Report:
 # ---- the three measurements ------------------------------------------------------------------------
 
 
-async def timed_calls(client: Client, count: int, sink: list[float]) -> None:
+@dataclass(frozen=True)
+class CallKind:
+    """One kind of tools/call timed direct against relayed, with the targets it is held to."""
+
+    title: str
+    tool: str
+    arguments: dict[str, str]
+    median_target: float
+    p99_target: float | None
+
+
+CALL_KINDS = (
+    CallKind("read-only call (read_inbox: decided before it is asked)", "read_inbox", {}, TARGET_READ_RATIO,
+             TARGET_READ_P99_RATIO),
+    CallKind("call that takes the round trip (weather: no reading verb, so the backstop reads it)",
+             "weather", {"city": "Paris"}, TARGET_CALL_RATIO, TARGET_P99_RATIO),
+    CallKind("gated send (send_message to a trusted address)", "send_message",
+             {"to": TRUSTED_ADDRESS, "body": "the minutes"}, TARGET_SEND_RATIO, None),
+)  # fmt: skip
+
+
+async def timed_calls(client: Client, kind: CallKind, count: int, sink: list[float]) -> None:
     for _ in range(count):
         start = time.perf_counter()
-        await client.call_tool("echo", {"text": "ping"})
+        await client.call_tool(kind.tool, kind.arguments)
         sink.append((time.perf_counter() - start) * 1000.0)
 
 
+def fast_records(home: Path) -> int:
+    """Calls the audit log records as forwarded on the fast path (docs/how-it-works.md)."""
+    try:
+        lines = (home / "state" / "audit.jsonl").read_bytes().splitlines()
+    except FileNotFoundError:
+        return 0
+    return sum(1 for line in lines if b'"fast_path"' in line)
+
+
 async def round_trips(home: Path, calls: int, report: Report, daemon_pid: int) -> list[bool]:
-    direct: list[float] = []
-    relayed: list[float] = []
+    times: dict[str, tuple[list[float], list[float]]] = {k.tool: ([], []) for k in CALL_KINDS}
     memory: tuple[float, float] | None = None
     async with (
         connected(server_params(home, through_shim=False)) as d,
@@ -216,38 +261,56 @@ async def round_trips(home: Path, calls: int, report: Report, daemon_pid: int) -
     ):
         for client in (d, s):
             await client.list_tools()  # pins the tools (first use) before any call
-            check = await client.call_tool("echo", {"text": "ping"})
-            if check.is_error:  # a refused call would time the deny path, not the relay
-                raise SystemExit(f"the bench's echo call was refused: {check.content}")
-            await timed_calls(client, WARMUP_CALLS, [])
+            for kind in CALL_KINDS:
+                check = await client.call_tool(kind.tool, kind.arguments)
+                if check.is_error:  # a refused call would time the deny path, not the relay
+                    raise SystemExit(f"the bench's {kind.tool} call was refused: {check.content}")
+                await timed_calls(client, kind, WARMUP_CALLS, [])
         shim = shim_pid()
-        cpu_before = cpu_seconds(shim), cpu_seconds(daemon_pid)
+        fast_before = fast_records(home)
+        cpu = {k.tool: [0.0, 0.0] for k in CALL_KINDS}  # tool -> [shim, daemon] CPU seconds
         blocks = max(1, calls // BLOCK)
         for i in range(blocks):
-            order: list[tuple[Client, list[float]]] = [(d, direct), (s, relayed)]
-            if i % 2:
-                order.reverse()
-            for client, sink in order:
-                await timed_calls(client, BLOCK if calls >= BLOCK else calls, sink)
-        shim_cpu, daemon_cpu = cpu_seconds(shim) - cpu_before[0], cpu_seconds(daemon_pid) - cpu_before[1]
+            for kind in CALL_KINDS:
+                direct, relayed = times[kind.tool]
+                count = BLOCK if calls >= BLOCK else calls
+                if i % 2 == 0:  # alternate which side goes first, so a drift hits both alike
+                    await timed_calls(d, kind, count, direct)
+                before = cpu_seconds(shim), cpu_seconds(daemon_pid)
+                await timed_calls(s, kind, count, relayed)
+                cpu[kind.tool][0] += cpu_seconds(shim) - before[0]
+                cpu[kind.tool][1] += cpu_seconds(daemon_pid) - before[1]
+                if i % 2:
+                    await timed_calls(d, kind, count, direct)
         memory = memory_mb(shim) if shim is not None else None
-    ratio = median(relayed) / median(direct)
-    tail = p99(relayed) / p99(direct)
-    report.add(f"tools/call round trip, {len(direct)} calls a side, interleaved in blocks of {BLOCK}:")
-    report.add(f"  direct     median {median(direct):7.3f} ms   p99 {p99(direct):7.3f} ms")
-    report.add(f"  via shim   median {median(relayed):7.3f} ms   p99 {p99(relayed):7.3f} ms")
-    report.add(f"  ratio      median {ratio:7.3f}x     p99 {tail:7.3f}x")
-    report.add(f"  target: median ≤ {TARGET_CALL_RATIO:.2f}x direct ... {mark(ratio <= TARGET_CALL_RATIO)}")
-    report.add(f"  target: p99 ≤ {TARGET_P99_RATIO:.2f}x direct ... {mark(tail <= TARGET_P99_RATIO)}")
-    met = [ratio <= TARGET_CALL_RATIO, tail <= TARGET_P99_RATIO]
-    added = (median(relayed) - median(direct)) * 1000.0
-    per_call = 1e6 / len(relayed)
-    report.add(
-        f"  where the added {added:.0f} µs a call go: shim CPU {shim_cpu * per_call:.0f} µs, daemon CPU "
-        f"{daemon_cpu * per_call:.0f} µs a call (CPU time over the relayed calls, /proc); the rest is "
-        "waiting: two more processes woken on every call's path, and the client and server sharing "
-        "the cores with them"
-    )
+        await anyio.sleep(0.5)  # the last records reach the audit log off the client's path
+        fast = fast_records(home) - fast_before
+    met: list[bool] = []
+    total = 0
+    for kind in CALL_KINDS:
+        direct, relayed = times[kind.tool]
+        total += len(relayed)
+        shim_cpu, daemon_cpu = (seconds * 1e6 / len(relayed) for seconds in cpu[kind.tool])
+        ratio = median(relayed) / median(direct)
+        tail = p99(relayed) / p99(direct)
+        report.add(f"{kind.title}, {len(direct)} calls a side, interleaved in blocks of {BLOCK}:")
+        report.add(f"  direct     median {median(direct):7.3f} ms   p99 {p99(direct):7.3f} ms")
+        report.add(f"  via shim   median {median(relayed):7.3f} ms   p99 {p99(relayed):7.3f} ms")
+        report.add(f"  ratio      median {ratio:7.3f}x     p99 {tail:7.3f}x")
+        ok = ratio <= kind.median_target
+        report.add(f"  target: median ≤ {kind.median_target:.2f}x direct ... {mark(ok)}")
+        met.append(ok)
+        if kind.p99_target is not None:
+            ok = tail <= kind.p99_target
+            report.add(f"  target: p99 ≤ {kind.p99_target:.2f}x direct ... {mark(ok)}")
+            met.append(ok)
+        added = (median(relayed) - median(direct)) * 1000.0
+        report.add(
+            f"  where the added {added:.0f} µs a call go: shim CPU {shim_cpu:.0f} µs, daemon CPU "
+            f"{daemon_cpu:.0f} µs a call (/proc, over the relayed blocks; the daemon's includes indexing "
+            "the output); the rest is waiting for processes to be woken and scheduled"
+        )
+    report.add(f"calls forwarded on the fast path (audit records): {fast} of {total} relayed")
     if memory is None:
         report.add("  shim memory: not measured (needs Linux /proc)")
     else:
@@ -385,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     big_reps = ns.big_reps or (QUICK_BIG_REPS if ns.quick else BIG_REPS)
 
     home = Path(tempfile.mkdtemp(prefix="bb", dir="/tmp"))  # short: the socket path must fit AF_UNIX
+    (home / "config").mkdir(mode=0o700)
+    (home / "config" / "policy.yaml").write_text(BENCH_POLICY)
+    (home / "config" / "policy.yaml").chmod(0o600)
     report = Report([])
 
     async def run_all() -> list[bool]:

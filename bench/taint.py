@@ -1,6 +1,9 @@
 """Taint index benchmark: indexing throughput, lookup latency and memory as recorded output grows.
 
 Run:  .venv/bin/python bench/taint.py [--sizes 1,10,100] [--lookups 20000] [--seed 1]
+      VENV/bin/python bench/taint.py --installed     # the bouncerd that VENV has installed (a wheel)
+      perf record -F 999 --call-graph dwarf,16384 VENV/bin/python bench/taint.py --installed \
+          --profile --sizes 5                         # indexing alone, for a profiler
 
 The data is generated deterministically (a seeded PRNG): mail-like tool results, half as JSON (text
 content plus structuredContent, as real servers send both), half as plain text with a header block;
@@ -13,6 +16,8 @@ payloads (their serialised form), timed the same way in the same run, so the fig
 relative to the machine and its load. Figures are printed, never asserted; the last lines say
 whether the issue's targets are met. The first line names the scanner measured: the mypyc build when
 scripts/setup made one (bouncerd/native.py), else the source; `BOUNCER_PURE=1` measures the source.
+By default it measures this checkout; `--installed` measures the bouncerd the running interpreter has
+installed (what `pip install .` gave, compiled in the wheel or not), and the first line says where.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if "--installed" not in sys.argv[1:]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import bouncerd
 from bouncerd import native
 from bouncerd.core import taint
 
@@ -144,6 +151,25 @@ def time_lookups(index: taint.TaintIndex, dests: list[str]) -> tuple[float, floa
     return statistics.median(samples) / 1000, samples[int(len(samples) * 0.99)] / 1000
 
 
+def profile_indexing(seed: int, mb: float, max_keys: int) -> None:
+    """Indexing alone, for `perf record` or another sampling profiler: the corpus is generated first,
+    then indexed once (indexing the same outputs again would run on warm caches of short strings), so
+    the samples under `taint.extract` and `TaintIndex.add` are the indexing's."""
+    print(f"scanner: {native.implementation()} ({Path(bouncerd.__file__).parent})")
+    corpus = Corpus(seed)
+    messages: list[dict[str, Any]] = []
+    size = 0
+    while size < mb * 1_000_000:
+        messages.append(corpus.message())
+        size += len(json.dumps(messages[-1]))
+    index = taint.TaintIndex(max_keys=max_keys)
+    t0 = time.process_time()
+    for msg in messages:
+        index.add(taint.extract(msg, taint.Source("mail", "read_email", msg["id"], float(msg["id"]))))
+    spent = time.process_time() - t0
+    print(f"indexed {size / 1e6:.1f} MB at {size / 1e6 / spent:.1f} MB/s (CPU time)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1,10,100", help="MB of recorded output at which to measure")
@@ -152,10 +178,21 @@ def main() -> None:
     ap.add_argument(
         "--max-keys", type=int, default=taint.MAX_KEYS, help="index bound (smaller: see eviction)"
     )
+    ap.add_argument(
+        "--installed", action="store_true", help="measure the installed bouncerd, not this checkout's"
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="for a profiler: generate the last size first, then only index it",
+    )
     args = ap.parse_args()
     sizes = [float(s) for s in args.sizes.split(",")]
+    if args.profile:
+        profile_indexing(args.seed, sizes[-1], args.max_keys)
+        return
     # which scanner runs: compiled (scripts/setup built it), or the source (BOUNCER_PURE=1 forces it)
-    print(f"scanner: {native.implementation()}")
+    print(f"scanner: {native.implementation()} ({Path(bouncerd.__file__).parent})")
 
     corpus = Corpus(args.seed)
     index = taint.TaintIndex(max_keys=args.max_keys)

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from bouncerd import __version__
+from bouncerd.autostart import spawn_daemon
 from bouncerd.client import Client
 from bouncerd.errors import BouncerError
 from bouncerd.paths import Paths, ensure_private_dir, resolve
@@ -82,26 +82,16 @@ def detach(environ: dict[str, str]) -> int:
     old = os.umask(0o077)
     try:
         ensure_private_dir(paths.state)
-        log_fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except (BouncerError, OSError) as exc:
         _say(f"cannot start: {exc}")
         return EXIT_FAILED
     finally:
         os.umask(old)
-    offset = os.fstat(log_fd).st_size
     try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "bouncerd", "--foreground"],
-            stdin=subprocess.DEVNULL,
-            stdout=log_fd,
-            stderr=log_fd,
-            cwd="/",
-            env=environ,
-            start_new_session=True,
-            close_fds=True,
-        )
-    finally:
-        os.close(log_fd)
+        child, offset = spawn_daemon(paths, environ)
+    except OSError as exc:
+        _say(f"cannot start: {exc}")
+        return EXIT_FAILED
     deadline = time.monotonic() + DETACH_WAIT_SECONDS
     while time.monotonic() < deadline:
         pid = _probe(paths)

@@ -39,6 +39,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from bouncerd.atomicfile import write_atomically
 from bouncerd.errors import BouncerError
 from bouncerd.paths import Paths, ensure_private_dir
 
@@ -168,27 +169,36 @@ def _decide(paths: Paths, environ: Mapping[str, str], now: float) -> StartOutcom
     return _spawn(paths, environ, starts, now)
 
 
-def _spawn(paths: Paths, environ: Mapping[str, str], starts: int, now: float) -> StartOutcome:
+def spawn_daemon(paths: Paths, environ: Mapping[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start `bouncerd --foreground` detached from its starter: a session of its own (a closing client
+    or terminal does not take it down), stdin from /dev/null, stdout and stderr appended to the daemon
+    log (0600), working directory `/` (a daemon outlives its starter and must not pin the starter's
+    directory). Returns the child and the log's size before it started, where the child's own lines
+    begin. OSError if the log cannot be opened or the program cannot be started."""
     import subprocess  # only here: it costs start-up time, and most callers find a daemon running
 
+    log_fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        log_fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        return StartOutcome(FAILED, f"cannot start bouncerd: cannot open {paths.daemon_log}: {exc.strerror}")
-    try:
+        offset = os.fstat(log_fd).st_size
         child = subprocess.Popen(
             [sys.executable, "-m", "bouncerd", "--foreground"],
             stdin=subprocess.DEVNULL,
             stdout=log_fd,
             stderr=log_fd,
-            start_new_session=True,  # a closing client or terminal does not take the daemon down
+            start_new_session=True,
             env=dict(environ),
-            cwd="/",  # a daemon outlives its starter; it must not pin the client's working directory
+            cwd="/",
         )
-    except OSError as exc:
-        return StartOutcome(FAILED, f"cannot start bouncerd: {exc}")
     finally:
         os.close(log_fd)
+    return child, offset
+
+
+def _spawn(paths: Paths, environ: Mapping[str, str], starts: int, now: float) -> StartOutcome:
+    try:
+        child, _ = spawn_daemon(paths, environ)
+    except OSError as exc:
+        return StartOutcome(FAILED, f"cannot start bouncerd: {exc}")
     with contextlib.suppress(OSError):
         write_record(paths, starts + 1, now, child.pid)
     return StartOutcome(
@@ -301,14 +311,7 @@ def read_record(paths: Paths) -> tuple[int, float, int | None]:
 
 
 def write_record(paths: Paths, starts: int, now: float, pid: int) -> None:
-    path = paths.runtime / STARTS_NAME
-    tmp = path.with_name(f"{STARTS_NAME}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, f"{starts} {now:.6f} {pid}\n".encode("ascii"))
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_atomically(paths.runtime / STARTS_NAME, f"{starts} {now:.6f} {pid}\n".encode("ascii"))
 
 
 def mark_healthy(paths: Paths) -> None:

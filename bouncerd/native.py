@@ -2,11 +2,11 @@
 
 Theory of operation
 -------------------
-The scanner modules (`SCANNER`: fold, tokens, url, taint of bouncerd/core) can be compiled with mypyc
-from the very same source: `scripts/native_build.py` builds them in place for a development tree
-(`scripts/setup`) and into the wheel for `pip install .` (hatch_build.py); either way it writes a
-stamp (`STAMP_NAME`, beside the modules) with the SHA-256 of each source file it compiled and the
-interpreter's cache tag. Indexing output for taint then runs ~1.6x as fast (bench/taint.py).
+The scanner modules (`SCANNER`: fold, shapes, tokens, uts46, url, taint of bouncerd/core) can be
+compiled with mypyc from the very same source: `scripts/native_build.py` builds them in place for a
+development tree (`scripts/setup`) and into the wheel for `pip install .` (hatch_build.py); either
+way it writes a stamp (`STAMP_NAME`, beside the modules) with the SHA-256 of each source file it
+compiled and the interpreter's cache tag. Indexing output for taint then runs ~1.6x as fast (bench/taint.py).
 
 Beside them, `ACCELERATORS` are small hand-written C extensions (bouncerd/core/NAME.c) for the
 hottest scans, each replacing a pure function that stays as the fallback; the same build compiles
@@ -22,7 +22,10 @@ so a mix would run stale code):
   hash matches the stamp, and ``BOUNCER_PURE`` is not set to 1;
 - otherwise the .py source of each scanner module is loaded explicitly, whatever else lies beside it.
 
-`implementation()` says which one this process runs and why (benchmarks and `doctor` print it).
+`implementation()` says which one this process runs and why (benchmarks and `doctor` print it), and
+`toolchain()` whether this interpreter could build the compiled one (a C compiler and Python's
+headers): `doctor` warns when it could and the pure one runs, and the build skips at once when it
+could not.
 The compiled build and the source are held to the same answers by tests/unit/test_native.py (a
 hypothesis test that runs each example through both, the source in a worker process).
 
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-SCANNER: Final = ("fold", "tokens", "url", "taint")
+SCANNER: Final = ("fold", "shapes", "tokens", "uts46", "url", "taint")
 # Hand-written C extensions built beside them (bouncerd/core/NAME.c), each the pure scanner's own
 # fallback when absent: loaded only together with the compiled modules, under the same stamp.
 ACCELERATORS: Final = ("_scan",)
@@ -88,6 +91,25 @@ def decide(environ: Mapping[str, str], core_dir: str = CORE_DIR) -> tuple[bool, 
     except OSError as exc:
         return False, f"pure Python (a source file cannot be read: {exc})"
     return True, f"compiled with mypyc {stamp.get('mypy', '?')}"
+
+
+def toolchain(environ: Mapping[str, str]) -> str | None:
+    """The C compiler a build for this interpreter would run (setuptools takes `CC` from the
+    environment, else the one Python was built with), if it is on PATH and Python's headers are
+    installed; else None. A compiler without the headers cannot build an extension, so it counts as
+    none."""
+    import shlex
+    import shutil
+    import sysconfig
+
+    try:
+        words = shlex.split(environ.get("CC") or str(sysconfig.get_config_var("CC") or "cc"))
+    except ValueError:
+        return None
+    include = sysconfig.get_paths().get("include", "")
+    if not words or not os.path.isfile(os.path.join(include, "Python.h")):
+        return None
+    return shutil.which(words[0], path=environ.get("PATH"))
 
 
 def implementation() -> str:

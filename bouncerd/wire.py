@@ -132,6 +132,28 @@ class VerdictRequest(Request):
     answers: NotRequired[dict[str, Any] | None]
 
 
+class FastpathRequest(Request):
+    """The calls the shim may forward before it asks (docs/how-it-works.md, "Decided before it is
+    asked"): `holding` is the epoch of the set it holds (nil: none; an acknowledged withdrawal).
+    Reply {"epoch": n, "tools": {tool: [argument names]}}, or tools nil: withdrawn. A request the set
+    does not change for waits for the next change; a newer request supersedes a waiting one."""
+
+    holding: NotRequired[int | None]
+
+
+class ForwardedRequest(Request):
+    """The verdict record of a call the shim forwarded under the set of epoch `epoch` (`seq`: per shim
+    instance, increasing). Judged and audited as a verdict is; replayed after a reconnect until
+    answered. Reply: see `verdict_reply`."""
+
+    request_id: NotRequired[str | int | None]
+    request_id_json: NotRequired[str | None]
+    tool: str
+    arguments: dict[str, Any]
+    epoch: int
+    seq: int
+
+
 class AnswerRequest(Request):
     """What a person answered to an elicitation (docs/dev/approvals-protocol.md). Reply: a verdict reply."""
 
@@ -301,6 +323,8 @@ OP_TABLE: Final[Mapping[str, Op]] = {
     "client": Op(ClientRequest, "lane"),
     "tools": Op(ToolsRequest, "lane"),
     "verdict": Op(VerdictRequest, "lane", reads_taint=True),
+    "fastpath": Op(FastpathRequest, "async"),
+    "forwarded": Op(ForwardedRequest, "inline"),
     "answer": Op(AnswerRequest, "inline"),
     "observe": Op(ObserveRequest, "observe"),
     "vouch": Op(VouchRequest, "inline"),

@@ -3,10 +3,15 @@
     python scripts/native_build.py --inplace      # a development tree (scripts/setup runs this)
     python scripts/native_build.py --out DIR      # DIR/bouncerd/core/*.so + the stamp (the wheel hook)
 
-Needs mypy (which ships mypyc), setuptools and a C compiler. It compiles in a temporary directory,
+Needs mypy (which ships mypyc), setuptools, a C compiler and Python's headers; without the last two it
+says so and stops at once (`native.toolchain`). It compiles in a temporary directory,
 then copies the extension modules and writes the stamp that bouncerd/native.py checks (each source's
 SHA-256, the interpreter's cache tag); the stamp is written last, so an interrupted build leaves the
 tree on the pure source. `--if-stale` does nothing when the stamp already matches the source.
+
+Under `pip install .` this runs inside pip's isolated build environment, whose packages (mypy,
+setuptools, types-PyYAML: [build-system] in pyproject.toml) reach the interpreter only through the
+PYTHONPATH pip sets; the compiler's child process keeps it, with the copied tree in front.
 Exit status 0 on success (or nothing to do), 1 if the build failed (the tree stays pure).
 """
 
@@ -18,13 +23,23 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bouncerd import native  # noqa: E402 - after the path: the tree being built, not an installed copy
+
+# mypyc type-checks what the scanner imports; PyYAML ships no types of its own, and a build environment
+# without its stubs (a build without isolation) compiles the same code with `yaml` as Any.
+MYPY_INI = """\
+[mypy]
+[mypy-yaml.*]
+ignore_missing_imports = True
+"""
 
 SETUP = """\
 from setuptools import Extension, setup
@@ -49,12 +64,26 @@ def remove_built(core: Path) -> None:
             pyd.unlink()
 
 
+def child_pythonpath(work: Path, environ: Mapping[str, str]) -> str:
+    """The copied tree first (the source being compiled, not an installed copy), then whatever
+    PYTHONPATH this process was given: pip's isolated build puts its packages there."""
+    return os.pathsep.join([str(work), *(p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p)])
+
+
 def build(out_root: Path, *, verbose: bool) -> bool:
     """Compile into out_root/bouncerd/core; True on success."""
     try:
         import mypy.version
     except ImportError:
         print("native build skipped: mypy (mypyc) is not installed", file=sys.stderr)
+        return False
+    if native.toolchain(os.environ) is None:
+        print(
+            "native build skipped: no C compiler with Python's headers "
+            f"(CC={os.environ.get('CC') or sysconfig.get_config_var('CC')!r}, "
+            f"headers in {sysconfig.get_paths().get('include')})",
+            file=sys.stderr,
+        )
         return False
     digests = native.source_digests(str(ROOT / "bouncerd" / "core"))
     core = out_root / "bouncerd" / "core"
@@ -67,7 +96,8 @@ def build(out_root: Path, *, verbose: bool) -> bool:
         )
         paths = [f"bouncerd/core/{name}.py" for name in native.SCANNER]
         (work / "setup.py").write_text(SETUP.format(paths=paths, accelerators=list(native.ACCELERATORS)))
-        env = {**os.environ, "PYTHONPATH": str(work)}
+        (work / "mypy.ini").write_text(MYPY_INI)
+        env = {**os.environ, "PYTHONPATH": child_pythonpath(work, os.environ)}
         done = subprocess.run(
             [sys.executable, "setup.py", "build_ext", "--inplace"],
             cwd=work,

@@ -19,8 +19,8 @@ A destination (one argument value of a sending tool) is compared two ways, with 
   addresses and hosts, NFKC and punycode of hostnames (as IDNA itself does), trailing dots, default
   ports, percent-encoding of URL paths.
 
-Both sides build keys with the `tokens.*_key` functions, so output and destinations agree by
-construction.
+Both sides build keys with the key functions of `shapes` (and read an address by its shapes), so
+output and destinations agree by construction; `shapes` names where they differ on purpose.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from bouncerd.core import fold, tokens, url
+from bouncerd.core import fold, shapes, tokens, url
 
 Kind = Literal["email", "url", "host", "phone", "iban", "handle", "text"]
 
@@ -48,15 +48,9 @@ _parse_url = lru_cache(maxsize=CANONICAL_CACHE_ENTRIES)(url.parse)  # trust and 
 _MAILTO = re.compile(r"^(?:mailto|tel|sms|callto):(?://)?", re.IGNORECASE)
 _DISPLAY_NAME = re.compile(r"^[^<>]*<\s*([^<>\s]+)\s*>\s*$")
 _TRAILING_COMMENT = re.compile(r"^(\S+)\s+\([^()]*\)$")
-_EMAIL_WHOLE = re.compile(r"([\w.+'-]+)@([\w-]+(?:\.[\w-]+)+)\.*")
-_URL_WHOLE = re.compile(
-    r"(?:([a-z][a-z0-9+.-]{0,15}):)?//(?:[^/?#\s]*@)?(\[[0-9a-f:.]+\]|[^/?#:\s@\[\]]*)\.*(?::(\d{0,5}))?"
-    r"([^?#\s]*)(?:\?([^#\s]*))?(?:#(\S*))?",
-    re.IGNORECASE,
-)
-_HOSTPATH_WHOLE = re.compile(
-    r"([\w-]+(?:\.[\w-]+)+)\.*(?::(\d{1,5}))?(/[^?#\s]*)?(?:\?([^#\s]*))?(?:#(\S*))?"
-)
+_EMAIL_WHOLE = shapes.EMAIL_DESTINATION
+_URL_WHOLE = shapes.URL_DESTINATION
+_HOSTPATH_WHOLE = shapes.HOSTPATH_DESTINATION
 _HANDLE_WHOLE = re.compile(r"[@#]([^\W_][\w.-]*)")
 _PHONE_WHOLE = re.compile(r"\+?[\d\s().\-/]+")
 _IBAN_WHOLE = re.compile(r"[A-Za-z]{2}\d{2}[A-Za-z0-9 ]{11,40}")
@@ -109,7 +103,7 @@ def _decoded(text: str) -> str:
     return text
 
 
-def _url_canonical(kind: Kind, got: tokens.UrlKeys) -> Canonical:
+def _url_canonical(kind: Kind, got: shapes.UrlKeys) -> Canonical:
     hosts = [h for h in got.hosts if h != got.whole]
     probes = [got.whole, *reversed(got.prefixes), *hosts]
     return Canonical(kind, got.whole, tuple(probes), tuple(got.hosts))
@@ -119,7 +113,7 @@ def _single(folded: str) -> Canonical | None:
     """`folded` as exactly one destination, or None."""
     m = _EMAIL_WHOLE.fullmatch(folded)
     if m is not None:
-        key = tokens.email_key(m.group(1), m.group(2))
+        key = shapes.email_key(m.group(1), m.group(2))
         if key is not None:
             local, host = key.split("@", 1)
             email_probes = [key]
@@ -128,14 +122,14 @@ def _single(folded: str) -> Canonical | None:
             return Canonical("email", key, tuple(email_probes))
     m = _URL_WHOLE.fullmatch(folded)
     if m is not None and (m.group(1) or folded.startswith("//")):
-        got = tokens.url_keys(
+        got = shapes.url_keys(
             (m.group(1) or "").lower(), m.group(2), m.group(3), m.group(4), m.group(5), m.group(6)
         )
         if got is not None:
             return _url_canonical("url", got)
     m = _HOSTPATH_WHOLE.fullmatch(folded)
     if m is not None:
-        got = tokens.url_keys("", m.group(1), m.group(2), m.group(3) or "", m.group(4), m.group(5))
+        got = shapes.url_keys("", m.group(1), m.group(2), m.group(3) or "", m.group(4), m.group(5))
         if got is not None:
             return _url_canonical("host" if got.whole in got.hosts else "url", got)
     m = _HANDLE_WHOLE.fullmatch(folded)
@@ -144,11 +138,11 @@ def _single(folded: str) -> Canonical | None:
         return Canonical("handle", name, (name,))
     compact = folded.replace(" ", "")
     if _IBAN_WHOLE.fullmatch(folded):
-        iban = tokens.iban_key(compact)
+        iban = shapes.iban_key(compact)
         if iban is not None:
             return Canonical("iban", iban, (iban,))
     if _PHONE_WHOLE.fullmatch(folded):
-        phones = tokens.phone_keys(folded)
+        phones = shapes.phone_keys(folded)
         if phones:
             return Canonical("phone", phones[0], tuple(phones))
     return None
@@ -166,8 +160,8 @@ def _canonical_one(destination: str) -> Canonical:
         if single is not None:
             return single
     embedded = sorted(tokens.text_keys(destination))
-    whole = folded or tokens.shorten(_SPACES.sub(" ", fold.fold(destination[:MAX_SINGLE_DESTINATION_CHARS])))
-    probes = [whole, *embedded] if len(whole) >= tokens.MIN_KEY_CHARS else embedded
+    whole = folded or shapes.shorten(_SPACES.sub(" ", fold.fold(destination[:MAX_SINGLE_DESTINATION_CHARS])))
+    probes = [whole, *embedded] if len(whole) >= shapes.MIN_KEY_CHARS else embedded
     return Canonical("text", whole, tuple(dict.fromkeys(probes)))
 
 
@@ -216,10 +210,10 @@ def canonicalize(destination: str) -> Canonical:
 
 def canonical_keys(destination: str) -> list[str]:
     """The taint index keys to look up for one destination, most specific first."""
-    return [k for k in canonicalize(destination).probes if len(k) >= tokens.MIN_KEY_CHARS]
+    return [k for k in canonicalize(destination).probes if len(k) >= shapes.MIN_KEY_CHARS]
 
 
-def _receiver_url_keys(destination: str) -> tokens.UrlKeys | None:
+def _receiver_url_keys(destination: str) -> shapes.UrlKeys | None:
     """The taint keys of a URL destination as the receiver's parser (WHATWG) reads it, or None."""
     text = _unwrap(destination)
     if not _HAS_SCHEME.match(text):
@@ -231,7 +225,7 @@ def _receiver_url_keys(destination: str) -> tokens.UrlKeys | None:
         return None
     host = fold.fold(url.unicode_host(got.host))
     port = str(got.port) if got.port is not None else None
-    return tokens.url_keys(got.scheme, host, port, got.path, got.query, got.fragment)
+    return shapes.url_keys(got.scheme, host, port, got.path, got.query, got.fragment)
 
 
 # ---- trust: narrow ---------------------------------------------------------------------------------
@@ -265,7 +259,7 @@ def _narrow_url(scheme: str, host: str, port: str | None, path: str, query: str 
     """(trust key, domain) of a URL's parts: host folded as IDNA does, path case kept."""
     host = domain_key(unquote(host))
     base = host
-    if port and port not in tokens.DEFAULT_PORTS.get(scheme, frozenset()):
+    if port and port not in shapes.DEFAULT_PORTS.get(scheme, frozenset()):
         base = f"{host}:{port.lstrip('0') or '0'}"
     segments: list[str] = []
     for seg in unquote(path).split("/"):
@@ -400,11 +394,9 @@ def _read_one(text: str) -> tuple[str, str | None, list[str], list[str], list[st
     text = _unwrap(text)
     m = _EMAIL_WHOLE.fullmatch(text)
     if m is not None:
-        local = m.group(1).lower().split("+", 1)[0]
         host = domain_key(m.group(2))
-        if host in ("gmail.com", "googlemail.com"):
-            local, host = local.replace(".", ""), "gmail.com"
-        return f"{local}@{host}", host, [f"{local}@{host}"], [], []
+        key = shapes.mailbox_key(m.group(1).lower(), host)
+        return key, key.rsplit("@", 1)[1], [key], [], []
     if _HAS_SCHEME.match(text):
         target = "file:" + text if text.startswith(("\\\\", "//")) else text
         got = _parse_url(target)
@@ -425,7 +417,7 @@ def _read_one(text: str) -> tuple[str, str | None, list[str], list[str], list[st
             quirks.append("parsers_disagree")
         return key, host, reached, quirks, [*reached[1:], *_authority_pieces(target)]
     m = _HOSTPATH_WHOLE.fullmatch(text)
-    if m is not None and tokens.host_key(fold.fold(m.group(1))) is not None:
+    if m is not None and shapes.host_key(fold.fold(m.group(1))) is not None:
         key, host = _narrow_url("", m.group(1), m.group(2), m.group(3) or "", m.group(4))
         got = url.parse("http://" + text)
         receiver = domain_key(url.unicode_host(got.host)) if got is not None else None

@@ -450,13 +450,13 @@ class Decider:
             )
             return
         self._close(out, code, "declined")
-        self._record(
-            out,
-            "approval.declined",
-            binding,
-            f"a person did not allow this call ({action}, {choice})",
-            **context,
-        )
+        if action == "decline":
+            said = "a person declined the question"
+        elif choice == "deny":
+            said = "a person chose Deny"
+        else:  # accept without a choice the form offered: nobody allowed anything
+            said = f"an answer with no choice the form offered (action {action!r}, choice {choice!r})"
+        self._record(out, "approval.declined", binding, f"{said}, so the call is not allowed", **context)
         out.verdict = Verdict(
             "deny", "approval.declined", "a person declined this call; do not retry it", binding.destination
         )

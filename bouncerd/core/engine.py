@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -118,13 +118,18 @@ def carries_destinations(tool: str) -> bool:
     return False
 
 
+def names_a_program(name: str) -> bool:
+    """Whether an argument of this name holds a program (one of its words is in `PROGRAM_WORDS`)."""
+    return bool(PROGRAM_WORDS.intersection(fallback.words(name)))
+
+
 def program_arguments(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(name, text) of each top-level argument named as a program (`PROGRAM_WORDS`): a string, or a
     list of strings (an argv) joined with spaces. Never cut: the shell reader asks about a program
     too long to read (`shell_destinations.MAX_COMMAND_CHARS`), where a cut one would hide its tail."""
     out: list[tuple[str, str]] = []
     for name, value in arguments.items():
-        if not PROGRAM_WORDS.intersection(fallback.words(str(name))):
+        if not names_a_program(str(name)):
             continue
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             value = " ".join(value)
@@ -168,7 +173,7 @@ class Engine:
         elif ev["ev"] == "unpin":
             self.servers.setdefault(ev["server"], ServerPins()).pins.pop(ev["tool"], None)
         elif ev["ev"] == "pin_window":
-            self.servers.setdefault(ev["server"], ServerPins()).open_until = ev["until"]
+            self.servers.setdefault(ev["server"], ServerPins()).apply_window(ev)
         elif ev["ev"] == "taint":
             self.index(ev["scope"]).add(taint.decode_records(ev["data"]))
         elif ev["ev"] == "taint_evicted":
@@ -209,8 +214,7 @@ class Engine:
                 out.append(pins.pin_snapshot(key, name, pin))
             for name, seen in sp.seen.items():
                 out.append(seen_event(key, name, seen))
-            if sp.open_until is not None:
-                out.append(PinWindowEvent(ev="pin_window", server=key, until=sp.open_until))
+            out.extend(pins.window_snapshot(key, sp))
         for scope, index in self.taint.items():
             records = [taint.TokenRecord(tok, prov) for tok, prov in index.items()]
             for i in range(0, len(records), SNAPSHOT_TAINT_CHUNK):
@@ -311,14 +315,15 @@ class Engine:
         *,
         client: str | None = None,
         session: str = "",
+        profile: str | None = None,
     ) -> tuple[PinReport, list[Event]]:
         """A server's tools/list: pin on first use, and journal every form its pin does not cover
         (`Seen`) so review does not depend on the server still being connected. `client` and
-        `session` say who saw the list."""
+        `session` say who saw the list, `profile` what that client can do (`pins.capability_profile`)."""
         events: list[Event] = []
         self._identities[server.name] = server
         report, listed, live, live_tools = pins.listing(
-            self.servers.get(server.key), server, tools, now, client, session
+            self.servers.get(server.key), server, tools, now, client, session, profile
         )
         for ev in listed:
             self._emit(events, ev)
@@ -422,14 +427,14 @@ class Engine:
         verdict = self._check_pin(call)
         if verdict is None:
             rule = self.rule_for(call.server, call.tool, policy)
-            verdict = (
-                self._check_budget(call, rule)
-                or self._check_constraints(call, rule)
-                or self._check_sinks(call, rule, events, now)
-                or self._check_programs(call, rule)
-                or self._check_carried(call, rule)
-                or Verdict("allow", "default.allow", "no rule objected")
-            )
+            names = [str(name) for name in call.arguments]
+            for gate in GATES:  # read at each call: the fast path (fastpath.py) reads the same table
+                if gate.concerns(rule, call.tool, names):
+                    verdict = gate.check(self, call, rule, events, now)
+                    if verdict is not None:
+                        break
+            if verdict is None:
+                verdict = Verdict("allow", "default.allow", "no rule objected")
             self._note_call(call, rule, verdict)
         return Verdict(
             verdict.verdict,
@@ -824,6 +829,51 @@ class Engine:
             destination=verdict.destination,
             parameter=verdict.parameter,
         )
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One step of the decision after the pin: `concerns` says whether it can have anything to say
+    about a call of this tool with arguments of these names (a question of the rule, the tool's name
+    and the argument names alone, never of the state or of the values); `check` decides the call.
+    `concerns` must only grow with the names (the fast path, fastpath.py, asks it with every name the
+    tool may be called with). `decide` runs `check` only where `concerns` holds, so a gate that does
+    not concern a tool cannot object to it, and a gate added to `GATES` keeps the tools it concerns
+    off the fast path without a second copy of its rule."""
+
+    name: str
+    concerns: Callable[[ToolRule, str, Collection[str]], bool]
+    check: Callable[[Engine, ToolCall, ToolRule, list[Event], float], Verdict | None]
+
+
+# The order of the steps after the pin (docs/how-it-works.md, "The decision"): one row per gate.
+GATES: Final[tuple[Gate, ...]] = (
+    Gate(
+        "budget",
+        lambda rule, tool, names: rule.max_calls is not None,
+        lambda engine, call, rule, events, now: engine._check_budget(call, rule),
+    ),
+    Gate(
+        "constraints",
+        lambda rule, tool, names: bool(rule.allowed_path_prefixes or rule.arg_patterns),
+        lambda engine, call, rule, events, now: engine._check_constraints(call, rule),
+    ),
+    Gate(
+        "sinks",
+        lambda rule, tool, names: rule.exfiltrating,
+        lambda engine, call, rule, events, now: engine._check_sinks(call, rule, events, now),
+    ),
+    Gate(
+        "programs",
+        lambda rule, tool, names: not rule.exfiltrating and any(names_a_program(n) for n in names),
+        lambda engine, call, rule, events, now: engine._check_programs(call, rule),
+    ),
+    Gate(
+        "carried",
+        lambda rule, tool, names: not rule.exfiltrating and carries_destinations(tool),
+        lambda engine, call, rule, events, now: engine._check_carried(call, rule),
+    ),
+)
 
 
 def _scope_session(scope: str) -> str | None:

@@ -61,6 +61,12 @@ class PinWindowEvent(TypedDict):
     ev: Literal["pin_window"]
     server: str
     until: float | None  # None: the first-use window is closed
+    # A client capability profile (`pins.capability_profile`) the server has now been listed to: a
+    # server may list more tools to a client that can do more.
+    profile: NotRequired[str]
+    # The profile an open window is for (absent: for every client, as on a first use by a client that
+    # did not say what it can do).
+    window_for: NotRequired[str]
 
 
 class TaintEvent(TypedDict):

@@ -18,6 +18,15 @@ audit_export:
     timeout: 5                 # seconds per export request
 ```
 
+``otlp: true`` takes the collector from the standard OpenTelemetry variables of the daemon's
+environment, and a mapping takes the headers and timeout it leaves out from them, as every OTLP
+exporter does (`otlp_target`):
+``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` (the logs URL as it is) or ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base
+URL, ``/v1/logs`` appended), ``OTEL_EXPORTER_OTLP[_LOGS]_HEADERS`` (``key=value,...``, values
+percent-decoded), ``OTEL_EXPORTER_OTLP[_LOGS]_TIMEOUT`` (milliseconds) and
+``OTEL_EXPORTER_OTLP[_LOGS]_PROTOCOL`` (only ``http/protobuf`` is spoken). What the policy sets wins.
+The variables alone never turn export on: audit records leave the machine only where a policy says so.
+
 This module only parses (a `Doc` node into an `ExportConfig`); the sending is
 `bouncerd/server/export.py`. Errors are `PolicyError`s naming file, line and key, like every key of the
 loader: an unknown key, a relative socket path or a URL without a port is refused, never guessed.
@@ -89,9 +98,9 @@ class JournalTarget:
 
 @dataclass(frozen=True)
 class OtlpTarget:
-    endpoint: str
+    endpoint: str | None  # None: from the environment (`otlp_target`)
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
-    timeout: int = DEFAULT_OTLP_TIMEOUT_SECONDS
+    timeout: float | None = None  # seconds; None: from the environment, else the default
 
 
 @dataclass(frozen=True)
@@ -154,11 +163,15 @@ def _journal(doc: Doc, node: yaml.Node, key: str) -> JournalTarget | None:
     return JournalTarget(socket)
 
 
-def _otlp(doc: Doc, node: yaml.Node, key: str) -> OtlpTarget:
+def _otlp(doc: Doc, node: yaml.Node, key: str) -> OtlpTarget | None:
+    if isinstance(node, yaml.ScalarNode):  # true: everything from the standard variables
+        return OtlpTarget(None) if doc.boolean(node, key) else None
     endpoint: str | None = None
     headers: dict[str, str] = {}
-    timeout = DEFAULT_OTLP_TIMEOUT_SECONDS
-    for name, knode, vnode in doc.mapping(node, key, "a mapping with endpoint:, headers: and timeout:"):
+    timeout: float | None = None
+    for name, knode, vnode in doc.mapping(
+        node, key, "true, false, or a mapping with endpoint:, headers: and timeout:"
+    ):
         sub = f"{key}.{name}"
         if name == "endpoint":
             endpoint = doc.string(vnode, sub)
@@ -176,8 +189,79 @@ def _otlp(doc: Doc, node: yaml.Node, key: str) -> OtlpTarget:
             timeout = doc.integer(vnode, sub, 1, MAX_OTLP_TIMEOUT_SECONDS)
         else:
             raise doc.error(knode, sub, "unknown key" + suggest(name, OTLP_KEYS))
+    if endpoint is None:  # a mapping names its collector; `otlp: true` leaves it to the environment
+        raise doc.error(
+            node, f"{key}.endpoint", "missing: the collector's OTLP/HTTP logs URL (or `otlp: true`)"
+        )
+    return OtlpTarget(endpoint, MappingProxyType(headers), timeout)
+
+
+# The standard variables (OpenTelemetry's exporter configuration); the logs-specific one wins.
+OTEL_PREFIX = "OTEL_EXPORTER_OTLP_"
+OTEL_LOGS_PATH = "/v1/logs"
+OTEL_PROTOCOL = "http/protobuf"
+
+
+def _otel(environ: Mapping[str, str], name: str) -> tuple[str, str] | None:
+    """The logs-specific variable, else the general one: (its name, its value), or None."""
+    for variable in (f"{OTEL_PREFIX}LOGS_{name}", f"{OTEL_PREFIX}{name}"):
+        value = environ.get(variable, "").strip()
+        if value:
+            return variable, value
+    return None
+
+
+def _otel_headers(variable: str, text: str) -> dict[str, str]:
+    from urllib.parse import unquote
+
+    headers: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        name, value = unquote(name.strip()), unquote(value.strip())
+        if not sep or not _HEADER_NAME.fullmatch(name) or "\r" in value or "\n" in value:
+            raise ValueError(f"{variable}: {item.strip()!r} is not a header as key=value")
+        headers[name] = value
+    return headers
+
+
+def otlp_target(target: OtlpTarget, environ: Mapping[str, str]) -> OtlpTarget:
+    """`target` with what the policy left out taken from the standard OTEL_EXPORTER_OTLP_* variables
+    of `environ`; ValueError naming the variable (or the missing endpoint) if that cannot be done."""
+    protocol = _otel(environ, "PROTOCOL")
+    if protocol is not None and protocol[1] != OTEL_PROTOCOL:
+        raise ValueError(f"{protocol[0]}={protocol[1]}: only {OTEL_PROTOCOL} is spoken")
+    endpoint = target.endpoint
     if endpoint is None:
-        raise doc.error(node, f"{key}.endpoint", "missing: the collector's OTLP/HTTP logs URL")
+        found = _otel(environ, "ENDPOINT")
+        if found is None:
+            raise ValueError(
+                f"no endpoint: set otlp.endpoint in the policy, or {OTEL_PREFIX}ENDPOINT in the "
+                "daemon's environment"
+            )
+        variable, endpoint = found
+        if variable == f"{OTEL_PREFIX}ENDPOINT":  # a base URL: the signal's path goes after it
+            endpoint = endpoint.rstrip("/") + OTEL_LOGS_PATH
+        if not _HTTP_URL.fullmatch(endpoint):
+            raise ValueError(f"{variable}: {endpoint!r} is not an http:// or https:// URL")
+    headers = dict(target.headers)
+    found = _otel(environ, "HEADERS")
+    if found is not None:
+        headers = {**_otel_headers(*found), **headers}  # the policy's own headers win
+    timeout = target.timeout
+    if timeout is None:
+        found = _otel(environ, "TIMEOUT")
+        if found is not None:
+            try:
+                timeout = float(found[1]) / 1000
+            except ValueError:
+                timeout = -1.0
+            if not 0 < timeout <= MAX_OTLP_TIMEOUT_SECONDS:  # also refuses nan
+                raise ValueError(f"{found[0]}={found[1]}: not a number of milliseconds up to "
+                                 f"{MAX_OTLP_TIMEOUT_SECONDS * 1000}")  # fmt: skip
+    if timeout is None:
+        timeout = DEFAULT_OTLP_TIMEOUT_SECONDS
     return OtlpTarget(endpoint, MappingProxyType(headers), timeout)
 
 

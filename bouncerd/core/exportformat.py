@@ -13,6 +13,14 @@ own UTC timestamp, MSGID ``verdict`` for a verdict and the rule's first part oth
 Bouncer has none of its own, and an SD-ID with ``@`` is what RFC 5424 section 7.2.2 asks for private
 names. Over TCP a message is framed by octet counting (RFC 6587 section 3.4.1).
 
+OTLP (`otel_attributes`): each log record carries ``bouncer.hash``, ``bouncer.prev`` and
+``bouncer.<field>`` for the summary fields, and beside them the attributes of OpenTelemetry's
+semantic conventions for MCP and GenAI that collectors and dashboards already key on: for a verdict
+on a request, ``mcp.method.name`` (``tools/call``, ``resources/read``, ``prompts/get``, ...) and
+``gen_ai.tool.name`` / ``gen_ai.operation.name`` (``execute_tool``) for a tool call; for any record
+of a session, ``mcp.session.id`` (the session's key), and ``jsonrpc.request.id`` where the record
+names the request.
+
 Journal (the native protocol of ``/run/systemd/journal/socket``): one datagram of ``FIELD=value``
 lines; a value holding a newline is sent as ``FIELD``, newline, its length as 64-bit little endian,
 the bytes, newline. Fields: MESSAGE (a one-line summary), PRIORITY, SYSLOG_IDENTIFIER, SYSLOG_FACILITY
@@ -42,6 +50,41 @@ SUMMARY_FIELDS = ("verdict", "rule", "tool", "server", "session")
 
 _SD_ESCAPE = re.compile(r'["\\\]]')
 _PRINTUSASCII = re.compile(r"[^\x21-\x7e]")
+
+
+# The MCP method a verdict record's `kind` stands for (absent: a tools/call). A resource verdict may
+# also be a subscribe; resources/read is the one that carries data back.
+MCP_METHODS = {
+    "tool": "tools/call",
+    "resource": "resources/read",
+    "prompt": "prompts/get",
+    "completion": "completion/complete",
+    "message": "sampling/createMessage",
+    "answer": "elicitation/create",
+}
+GEN_AI_EXECUTE_TOOL = "execute_tool"
+
+
+def otel_attributes(record: Mapping[str, Any]) -> dict[str, str]:
+    """The attributes of one OTLP log record: Bouncer's own, then the semantic conventions'."""
+    attributes = {"bouncer.hash": str(record.get("hash", "")), "bouncer.prev": str(record.get("prev", ""))}
+    for name in SUMMARY_FIELDS:
+        value = record.get(name)
+        if value is not None:
+            attributes[f"bouncer.{name}"] = str(value)
+    if record.get("session") is not None:
+        attributes["mcp.session.id"] = str(record["session"])
+    if record.get("request_id") is not None:
+        attributes["jsonrpc.request.id"] = str(record["request_id"])
+    if record.get("verdict") is not None and record.get("tool") is not None:
+        kind = record.get("kind") or "tool"
+        method = MCP_METHODS.get(str(kind))
+        if method is not None:
+            attributes["mcp.method.name"] = method
+        if kind == "tool":
+            attributes["gen_ai.tool.name"] = str(record["tool"])
+            attributes["gen_ai.operation.name"] = GEN_AI_EXECUTE_TOOL
+    return attributes
 
 
 def severity(record: Mapping[str, Any]) -> int:

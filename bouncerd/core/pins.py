@@ -7,7 +7,9 @@ shows or acts on the name, the title, the description, the input and output sche
 (``readOnlyHint``, ``destructiveHint``: a client may run a "read-only" tool without asking), the icons
 and ``_meta``, and a client may pass any of them to the model, so a server that changes any part after
 it was trusted (a rug pull) is ``pin.changed_tool`` until a person accepts the new form. It is taken on
-first use or when a person accepts it. Each server (keyed by `ServerIdentity.key`) has:
+first use, on the first listing to a client capability profile the server was never listed to (for
+tools nobody was listed before: see `capability_profile`), or when a person accepts it. Each server
+(keyed by `ServerIdentity.key`) has:
 
 - ``pins``: tool -> `Pin` (journaled by ``pin`` events);
 - ``live``/``live_tools``: the latest tools/list of this daemon's lifetime (not journaled: a server
@@ -61,6 +63,14 @@ LEGACY_PARTS = ("name", "description", "inputSchema")
 # the first time stays open for this long, or until its first tools/call, whichever comes first. A tool
 # of which any part *changed* is never pinned automatically.
 FIRST_USE_WINDOW_SECONDS = 30.0
+
+# Servers list more tools to a client that can do more (the reference server registers its elicitation
+# and sampling tools only for clients that declare them). So the first-use window opens again, once,
+# when a server is listed to a client whose capability profile it has not been listed to before: the
+# tools that client is the first to see are pinned as they are, as every tool was on first use. A tool
+# listed before (pinned, changed or waiting for review) is never pinned by such a window, and a
+# server whose profiles were not recorded (a journal from before) records the profile it is listed to
+# without opening one, so an upgrade reopens nothing.
 
 ListingEvent = PinEvent | PinSeenEvent | PinWindowEvent
 
@@ -136,6 +146,15 @@ class ServerPins:
     live_tools: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     listed: bool = False  # a tools/list arrived since this daemon started (else `live` is unknown)
     seen: dict[str, Seen] = field(default_factory=dict)  # tool -> last unaccepted form listed
+    profiles: set[str] = field(default_factory=set)  # client capability profiles listed to
+    window_profile: str | None = None  # the profile the open window is for; None: any (first use)
+
+    def apply_window(self, ev: PinWindowEvent) -> None:
+        self.open_until = ev["until"]
+        profile = ev.get("profile")
+        if profile is not None:
+            self.profiles.add(profile)
+        self.window_profile = ev.get("window_for") if ev["until"] is not None else None
 
     def apply_pin(self, ev: PinEvent) -> None:
         form = ev.get("form")
@@ -222,6 +241,70 @@ def seen_event(server_key: str, tool: str, seen: Seen) -> PinSeenEvent:
     return ev
 
 
+def capability_profile(capabilities: Any) -> str | None:
+    """What a client can do, as one string: the capability names it declares and their sub-keys
+    (``elicitation.form,roots.listChanged,sampling``). None when the client did not say."""
+    if not isinstance(capabilities, Mapping):
+        return None
+    names: list[str] = []
+    for key, value in capabilities.items():
+        if not isinstance(key, str) or value is None or value is False:
+            continue
+        names.append(key)
+        if isinstance(value, Mapping):
+            names.extend(f"{key}.{sub}" for sub in value if isinstance(sub, str))
+    return ",".join(sorted(names))
+
+
+def window_snapshot(server_key: str, sp: ServerPins) -> list[PinWindowEvent]:
+    """The window events that rebuild `sp`'s profiles and open window (closed ones first)."""
+    out = [
+        PinWindowEvent(ev="pin_window", server=server_key, until=None, profile=p)
+        for p in sorted(sp.profiles)
+        if p != sp.window_profile or sp.open_until is None
+    ]
+    if sp.open_until is not None:
+        ev = PinWindowEvent(ev="pin_window", server=server_key, until=sp.open_until)
+        if sp.window_profile is not None:
+            ev["profile"] = ev["window_for"] = sp.window_profile
+        out.append(ev)
+    return out
+
+
+def _window(
+    sp: ServerPins | None, server_key: str, now: float, profile: str | None
+) -> tuple[ServerPins, list[PinWindowEvent], bool]:
+    """The first-use window of one listing: (state as it will be, events to journal, is it open)."""
+    if sp is None:
+        until = now + FIRST_USE_WINDOW_SECONDS
+        ev = PinWindowEvent(ev="pin_window", server=server_key, until=until)
+        sp = ServerPins()
+        if profile is not None:
+            ev["profile"] = ev["window_for"] = profile
+        sp.apply_window(ev)
+        return sp, [ev], True
+    events: list[PinWindowEvent] = []
+    if profile is not None and profile not in sp.profiles:
+        if sp.profiles:  # a client that can do something the server was never listed to before
+            until = now + FIRST_USE_WINDOW_SECONDS
+            ev = PinWindowEvent(ev="pin_window", server=server_key, until=until, profile=profile)
+            ev["window_for"] = profile
+        else:  # profiles never recorded for this server: record, and leave the window as it is
+            ev = PinWindowEvent(ev="pin_window", server=server_key, until=sp.open_until, profile=profile)
+            if sp.window_profile is not None:
+                ev["window_for"] = sp.window_profile
+        events.append(ev)
+        state = ServerPins(pins=sp.pins, seen=sp.seen, profiles=set(sp.profiles))
+        state.apply_window(ev)
+        sp = state
+    is_open = (
+        sp.open_until is not None
+        and now < sp.open_until
+        and (sp.window_profile is None or sp.window_profile == profile)
+    )
+    return sp, events, is_open
+
+
 def listing(
     sp: ServerPins | None,
     server: ServerIdentity,
@@ -229,16 +312,15 @@ def listing(
     now: float,
     client: str | None,
     session: str,
+    profile: str | None = None,
 ) -> tuple[PinReport, list[ListingEvent], dict[str, str], dict[str, Mapping[str, Any]]]:
-    """A server's tools/list: the events to journal (applied in order, they pin on first use, carry a
-    legacy pin whose parts match, and record every form no pin covers), the report, and the live list
-    (`ServerPins.live`, `live_tools`) to set once they are applied."""
+    """A server's tools/list: the events to journal (applied in order, they pin on first use or on a
+    new client profile's first listing, carry a legacy pin whose parts match, and record every form no
+    pin covers), the report, and the live list (`ServerPins.live`, `live_tools`) to set once they are
+    applied. `profile` is the listing client's `capability_profile`."""
     events: list[ListingEvent] = []
-    if sp is None:
-        until = now + FIRST_USE_WINDOW_SECONDS
-        events.append(PinWindowEvent(ev="pin_window", server=server.key, until=until))
-        sp = ServerPins(open_until=until)
-    window_open = sp.open_until is not None and now < sp.open_until
+    sp, opened, window_open = _window(sp, server.key, now, profile)
+    events.extend(opened)
     pinned_now: list[str] = []
     unpinned: list[str] = []
     changed: list[str] = []
@@ -267,7 +349,9 @@ def listing(
             events.append(pin_event(server.key, name, digest, tool))  # carried to the whole tool
             pin = Pin(digest, tool.get("description"), tool.get("inputSchema"), tool_form(tool))
         covered = pin is not None and pin.digest == digest
-        if not covered and not (pin is None and window_open):
+        # A window pins only what was never listed before (a form waiting for review stays waiting).
+        pin_now = pin is None and window_open and name not in sp.seen
+        if not covered and not pin_now:
             seen = sp.seen.get(name)
             if seen is None or seen.digest != digest:
                 description, schema = tool.get("description"), tool.get("inputSchema")
@@ -276,7 +360,7 @@ def listing(
         elif covered and name in sp.seen:  # listed as pinned again: nothing waits for review
             events.append(PinSeenEvent(ev="pin_seen", server=server.key, tool=name, digest=None))
         if pin is None:
-            if window_open:
+            if pin_now:
                 events.append(pin_event(server.key, name, digest, tool))
                 pinned_now.append(name)
             else:

@@ -274,11 +274,20 @@ _ENTRY_PARSERS: dict[str, Any] = {
 assert set(_ENTRY_PARSERS) == set(ENTRY_KEYS)
 
 
-def _entry(doc: Doc, node: Node, key: str, forbidden: frozenset[str] = frozenset()) -> ToolEntry:
+def _entry(
+    doc: Doc,
+    node: Node,
+    key: str,
+    forbidden: frozenset[str] = frozenset(),
+    each: Collect = raise_at_once,
+) -> ToolEntry:
+    """One tool entry; with a collecting `each` (`policy check`), every key's error is noted, not
+    only the first (an entry with two mistakes shows two)."""
     values: dict[str, Any] = {}
     nodes: dict[str, Node] = {}
     what = "a mapping of rule keys (exfiltrating, sink_params, ...)"
-    for name, knode, vnode in doc.mapping(node, key, what):
+
+    def one(name: str, knode: Node, vnode: Node) -> None:
         sub = f"{key}.{name}"
         if name not in _ENTRY_PARSERS:
             raise doc.error(knode, sub, "unknown key" + suggest(name, ENTRY_KEYS))
@@ -286,6 +295,9 @@ def _entry(doc: Doc, node: Node, key: str, forbidden: frozenset[str] = frozenset
             raise doc.error(knode, sub, "not allowed in a built-in pack: trust and paths are the user's")
         values[name] = _ENTRY_PARSERS[name](doc, vnode, sub)
         nodes[name] = knode
+
+    for name, knode, vnode in doc.mapping(node, key, what):
+        each(partial(one, name, knode, vnode))
     if values.get("exfiltrating") is False:
         for name in ENTRY_KEYS:
             if name in SINK_KEYS and name in values:
@@ -306,8 +318,9 @@ def _one_tool(
     vnode: Node,
     where: str,
     forbidden: frozenset[str],
+    each: Collect = raise_at_once,
 ) -> None:
-    entries[name] = _entry(doc, vnode, where, forbidden)
+    entries[name] = _entry(doc, vnode, where, forbidden, each)
     lines[name] = knode.start_mark.line + 1
 
 
@@ -317,7 +330,7 @@ def _tools(
     entries: dict[str, ToolEntry] = {}
     lines: dict[str, int] = {}
     for name, knode, vnode in doc.mapping(node, key, "a mapping of tool name: rule"):
-        each(partial(_one_tool, doc, entries, lines, name, knode, vnode, f"{key}.{name}", forbidden))
+        each(partial(_one_tool, doc, entries, lines, name, knode, vnode, f"{key}.{name}", forbidden, each))
     return entries, lines
 
 

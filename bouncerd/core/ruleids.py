@@ -40,6 +40,7 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
         "program": "the engine, step 4: an ungated tool that runs a command, code or SQL the agent wrote",
         "approval": "a person's answer to an ask, and the approval codes",
         "default": "the engine, step 5: nothing objected",
+        "fastpath": "the daemon, on the record of a call the shim forwarded before asking",
         "builtin": "the PreToolUse hook, for a client's own tools (shell, WebFetch)",
         "pins": "`bouncerctl pins accept`",
         "vouch": "the UserPromptSubmit hook: destinations you typed",
@@ -332,6 +333,14 @@ _TABLE = (
         "a sending tool the fallback cannot read, pointed at a planted destination",
     ),
     _row("default.allow", ALLOW, "no rule objected (no budget, no constraint, sink gate off)", _NONE, "—"),
+    _row(
+        "fastpath.late",
+        ALLOW,
+        "a call forwarded on the fast path that the daemon, reading its record after a change it could "
+        "not wait for, would have refused",
+        _NONE,
+        "—",
+    ),
     _row("approval.elicited", ALLOW, "a person allowed the call when asked", _AGENCY, "—"),
     _row(
         "approval.declined",
@@ -525,3 +534,60 @@ def with_rules_section(document: str) -> str:
         raise ValueError(f"the document has no {BEGIN_MARK!r} … {END_MARK!r} section")
     head = document[: start + len(BEGIN_MARK)]
     return f"{head}\n\n{markdown_table()}\n{document[end:]}"
+
+
+# docs/how-it-works.md's table of the rules a tool call meets, in the engine's order: the step each
+# family is. `_TABLE` lists these rules first, up to `default.allow`; `message.` rules (other requests)
+# have a table of their own there.
+CALL_STEPS: Mapping[str, str] = MappingProxyType(
+    {
+        "policy": "0",
+        "call": "0",
+        "pin": "1. pins",
+        "budget": "2. budget",
+        "constraint": "3. arguments",
+        "sink": "4. sink gate, send",
+        "fetch": "4. sink gate, fetch",
+        "program": "4. sink gate, program",
+        "approval": "approval",
+        "default": "5",
+    }
+)
+CALL_BEGIN_MARK = (
+    "<!-- call rules: generated from bouncerd/core/ruleids.py by ruleids.with_call_rules_section; "
+    "do not edit -->"
+)
+CALL_END_MARK = "<!-- call rules: end -->"
+
+
+def call_rules() -> tuple[RuleInfo, ...]:
+    """The verdict rules of a tool call, in the order of `CALL_STEPS` (table order within a step)."""
+    ids = list(RULES)
+    path = [RULES[i] for i in ids[: ids.index("default.allow") + 1]]
+    steps = list(CALL_STEPS)
+    chosen = [r for r in path if r.family in CALL_STEPS and "event" not in r.verdicts]
+    return tuple(sorted(chosen, key=lambda r: steps.index(r.family)))
+
+
+def call_rules_table() -> str:
+    """`call_rules` as the Markdown table of docs/how-it-works.md: step (on its first rule), rule,
+    verdict, when."""
+    lines = ["| step | rule | verdict | when |", "| --- | --- | --- | --- |"]
+    shown = ""
+    for r in call_rules():
+        step = CALL_STEPS[r.family]
+        lines.append(
+            f"| {step if step != shown else ''} | `{r.id}` | {', '.join(r.verdicts)} | {_cell(r.meaning)} |"
+        )
+        shown = step
+    return "\n".join(lines) + "\n"
+
+
+def with_call_rules_section(document: str) -> str:
+    """`document` with the text between CALL_BEGIN_MARK and CALL_END_MARK replaced by
+    `call_rules_table()`."""
+    start, end = document.find(CALL_BEGIN_MARK), document.find(CALL_END_MARK)
+    if start < 0 or end < start:
+        raise ValueError(f"the document has no {CALL_BEGIN_MARK!r} … {CALL_END_MARK!r} section")
+    head = document[: start + len(CALL_BEGIN_MARK)]
+    return f"{head}\n\n{call_rules_table()}\n{document[end:]}"

@@ -44,6 +44,8 @@ import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final, Literal
 
+from bouncerd.core import shapes
+
 Kind = Literal["fetch", "send", "control", "opaque"]
 Destination = tuple[Kind, str]
 
@@ -155,7 +157,7 @@ _OPERATOR_CHARS = "();<>|&\n"
 _ROUGH_WORDS = re.compile(r"[();<>|&\n]+|[^\s();<>|&]+")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
 _URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]{1,15}://[^\s'\"<>(){}\[\]\\,;`|]+")
-_EMAIL = re.compile(r"[\w.+'-]+@[\w-]+(?:\.[\w-]+)+")
+_EMAIL = shapes.EMAIL_RUN  # every address-shaped run: see asymmetry 1 in shapes
 _HOST = re.compile(r"(?:[\w-]+\.)+[A-Za-z][\w-]*\.?|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]+\]")
 _DEV_NET = re.compile(r"/dev/(?:tcp|udp)/([^/\s]+)")
 _SOCAT_NET = re.compile(

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
-from bouncerd.core import canon, tokens, typed, url
+from bouncerd.core import canon, shapes, tokens, typed, url
 from bouncerd.core.constraints import find_values
 from bouncerd.core.fallback import words
 from bouncerd.core.model import Provenance, Verdict
@@ -258,7 +258,7 @@ def destination_shaped(value: str) -> bool:
     c = canon.canonicalize(text)
     if c.kind != "text":
         return True
-    return any(len(p) >= tokens.MIN_KEY_CHARS for p in c.probes[1:])
+    return any(len(p) >= shapes.MIN_KEY_CHARS for p in c.probes[1:])
 
 
 def leaves(arguments: Mapping[str, Any]) -> Iterator[Destination]:
@@ -588,7 +588,7 @@ def _nested_in_path(path: str) -> list[str]:
             start -= 1
         out += sorted(tokens.text_keys(text[start:]))
     for segment in text.split("/")[1:3]:  # a host as the first path segments: `/evil.example/x`
-        if "." in segment and tokens.host_key(segment) is not None:
+        if "." in segment and shapes.host_key(segment) is not None:
             out += sorted(tokens.text_keys(segment))
     return out
 
@@ -608,7 +608,7 @@ def carried_keys(value: str) -> list[str]:
         for i in range(len(labels)):
             for j in range(i + 2, len(labels) + 1):
                 run = ".".join(labels[i:j])
-                if run != host and tokens.host_key(run) is not None:
+                if run != host and shapes.host_key(run) is not None:
                     out.append(run)
     prefixes = {k for k in c.probes if any(k.startswith(h + "/") or k.startswith(h + ":") for h in c.hosts)}
     out += [k for k in c.probes if k not in own and k not in prefixes]
@@ -618,9 +618,9 @@ def carried_keys(value: str) -> list[str]:
     if parsed is not None and parsed.query:
         # `?next=https%3A%2F%2Fevil.example%2F`: each parameter read on its own, as its server decodes it
         for part in _QUERY_PARTS.split(parsed.query):
-            if len(part) >= tokens.MIN_KEY_CHARS:
+            if len(part) >= shapes.MIN_KEY_CHARS:
                 out += sorted(tokens.text_keys(unquote_plus(part)))
-    return [k for k in dict.fromkeys(out) if len(k) >= tokens.MIN_KEY_CHARS]
+    return [k for k in dict.fromkeys(out) if len(k) >= shapes.MIN_KEY_CHARS]
 
 
 # A fetch that carries more than its URL is a send to that URL: a request body, headers, form fields,

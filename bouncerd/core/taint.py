@@ -60,13 +60,11 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from bouncerd.core import canon, fold, tokens
+from bouncerd.core import canon, fold, shapes, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
+from bouncerd.core.shapes import DOMAIN_PREFIX, domain_keys
 
-MIN_DESTINATION_CHARS = tokens.MIN_KEY_CHARS  # shorter destinations are never tainted
-# The key of an e-mail address's domain as a host: `@evil.example`. No other key starts with "@" (a
-# handle is keyed without its sigil), so a send to another mailbox at the domain never probes it.
-DOMAIN_PREFIX = "@"
+MIN_DESTINATION_CHARS = shapes.MIN_KEY_CHARS  # shorter destinations are never tainted
 # An address cut between two text blocks, or between two consecutive outputs of one server, is read
 # from this many characters on each side of the cut (an e-mail address has at most 254).
 SEAM_CHARS = 256
@@ -127,7 +125,7 @@ class Source:
 class TokenRecord(NamedTuple):
     """One key seen in one output. A tuple: thousands are made per MB, a dataclass costs 5x more."""
 
-    token: str  # a folded key (tokens.*_key), added to the index as is
+    token: str  # a folded key (shapes.*_key), added to the index as is
     provenance: Provenance
 
 
@@ -197,7 +195,7 @@ class _Collector:
             if both is None:
                 got = key_tuple(text)
                 if "/" in text:  # a link, with a scheme or without one
-                    got = (*got, *tokens.exact_url_keys(text))
+                    got = (*got, *shapes.exact_url_keys(text))
                 both = found[text] = (got, domain_keys(got) if got else ())
             got = both[0]
             if both[1] and not identity:
@@ -252,28 +250,6 @@ def _object_of(field: str | None) -> str:
         return ""
     head = field.split(".", 1)[0]
     return head if "[" in head or "." in field else ""
-
-
-def domain_keys(keys: Iterable[str]) -> tuple[str, ...]:
-    """The domain key (`DOMAIN_PREFIX` + host) of every e-mail address among `keys`. Recorded for free
-    text only: an address planted in a body makes its domain a planted host (fetching it, a webhook on
-    it, resolving it or a subdomain of it), while a sender's domain (an identity field) is not one,
-    and a send to another mailbox at the domain is not judged by it (`lookup` probes domain keys only
-    for hosts)."""
-    out: list[str] = []
-    for key in keys:
-        at = key.find("@")
-        if (
-            at > 0
-            and len(key) - at - 1 >= MIN_DESTINATION_CHARS  # the domain, as long as a host key must be
-            and "/" not in key
-            and key[0] != tokens.EXACT_PREFIX
-            and key.find("@", at + 1) < 0
-        ):
-            domain = DOMAIN_PREFIX + key[at + 1 :]
-            if domain not in out:
-                out.append(domain)
-    return tuple(out)
 
 
 # `TokenRecord(k, p)` runs the generated Python `__new__`; building the tuple subclass directly is C.
@@ -789,7 +765,7 @@ class TaintIndex:
     def key_hit(self, key: str) -> Hit | None:
         """Whether one index key (already folded, e.g. from `sinkgate.carried_keys`) appeared; a host
         also as the domain of a planted address."""
-        if "@" in key or "/" in key or key[:1] == tokens.EXACT_PREFIX:
+        if "@" in key or "/" in key or key[:1] == shapes.EXACT_PREFIX:
             return self._probe((key,))
         return self._probe((key, DOMAIN_PREFIX + key))
 
@@ -805,7 +781,7 @@ class TaintIndex:
 
     def seen_exactly(self, destination: str) -> bool:
         """The destination as a whole appeared: a host or an address as its key, a URL byte for byte
-        as written, but for the case of its scheme and host (`tokens.exact_url_key`: a case, an
+        as written, but for the case of its scheme and host (`shapes.exact_url_key`: a case, an
         escape, a slash or a userinfo the wide key folds away could carry data to the host that
         planted it)."""
         c = canon.canonicalize(destination)
@@ -813,7 +789,7 @@ class TaintIndex:
             return False
         if c.kind != "url":
             return True
-        exact = tokens.exact_url_key(destination.strip())
+        exact = shapes.exact_url_key(destination.strip())
         return exact is not None and exact in self._live
 
     def host_hit(self, destination: str) -> Hit | None:

@@ -32,12 +32,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
+from bouncerd.atomicfile import write_atomically as write_atomically
 from bouncerd.core.canon import visible
 from bouncerd.core.policy import PolicyFile, load_policy, merge
 from bouncerd.errors import PolicyError
@@ -228,27 +228,3 @@ def write_policy(path: Path, data: bytes) -> None:
     target = Path(os.path.realpath(path))
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_atomically(target, data)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Temp file beside `path` (0600, never following a link), fsync, rename over it, fsync the dir."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, 0o600)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

@@ -47,7 +47,7 @@ import anyio
 import anyio.abc
 
 from bouncerd import __version__, wire
-from bouncerd.core import pins
+from bouncerd.core import fastpath, pins
 from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
@@ -62,6 +62,7 @@ from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import AsyncHandler, Caller, Handler
 from bouncerd.server.connection import Connection, check_handler_table
 from bouncerd.server.export import Exporter, report_periodically
+from bouncerd.server.fastlane import FastLane
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, Reloader, realpath
@@ -101,6 +102,7 @@ class Daemon:
         self.observations = ObservationIndex(self.engine, self._journal_append)
         self.peers = Peers()  # every connection, for the barrier a verdict waits behind (unread.py)
         self.observations.on_indexed = self.maybe_compact
+        self.fastlane = FastLane(self.engine, lambda: self.policy.base)  # calls decided before asked
         self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
         # asking a person: codes, answers, approvals
         self.approvals = ApprovalDesk(
@@ -131,7 +133,7 @@ class Daemon:
 
     def _async_handler_table(self) -> dict[str, AsyncHandler]:
         """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
-        return {"reload": self.reload_op}
+        return {"reload": self.reload_op, "fastpath": self.fastpath_op}
 
     def _handler_table(self) -> dict[str, Handler]:
         """Every op of `wire.OP_TABLE` but hello (which `Connection` answers first) and those of
@@ -141,6 +143,7 @@ class Daemon:
             "client": self.client,
             "tools": self.tools,
             "verdict": self.verdict,
+            "forwarded": self.forwarded,
             "answer": self.approvals.answer,
             "observe": self.observe,
             "vouch": self.vouch,
@@ -347,7 +350,7 @@ class Daemon:
             task_status.started()
             async for signum in signals:
                 if signum == signal.SIGHUP:
-                    tg.start_soon(self.reloader.reload, time.time)
+                    tg.start_soon(self.fastlane.change, lambda: self.reloader.reload(time.time))
                     continue
                 log.info("%s: shutting down", signal.Signals(signum).name)
                 tg.cancel_scope.cancel()
@@ -373,6 +376,7 @@ class Daemon:
         except Exception:  # a bug must cost one connection, not the daemon
             log.exception("connection from pid %s failed", cred.pid)
         finally:
+            self.fastlane.leave(conn.caller)
             self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
 
     # ---- ops ----------------------------------------------------------------------------------
@@ -429,6 +433,8 @@ class Daemon:
             # This daemon reads every other connection up to where it stood before judging a send
             # (unread.py), so a shim may release an output once its observation is written.
             release_on_write=True,
+            # This daemon answers `fastpath` and `forwarded` (docs/how-it-works.md).
+            fast_path=True,
         )
         return reply, True
 
@@ -444,9 +450,15 @@ class Daemon:
         session, entry = caller.require_server()
         tools = [t for t in msg["tools"] if isinstance(t, dict)]
         report, events = self.engine.tools_listed(
-            entry.identity, tools, time.time(), client=session.client.name, session=session.key
+            entry.identity,
+            tools,
+            time.time(),
+            client=session.client.name,
+            session=session.key,
+            profile=pins.capability_profile(session.client.capabilities),
         )
         self._journal_events(events)
+        self.fastlane.changed(entry.identity.key)
         entry.tools = len(tools)
         self.maybe_compact()
         return wire.reply(
@@ -487,6 +499,8 @@ class Daemon:
         verdict = decision.verdict
         assert verdict is not None
         asked = self.approvals.ask_fields(decision.ask)
+        if any(ev["ev"] == "pin_window" for ev in decision.events):  # the first call closed the window
+            self.fastlane.changed(entry.identity.key)
         if asked:
             self.approvals.remember_arguments(asked["code"], call.arguments)
         judged = verdicts.Judged(
@@ -510,6 +524,34 @@ class Daemon:
         self.maybe_compact()
         return reply
 
+    def forwarded(self, caller: Caller, rid: int, msg: wire.ForwardedRequest) -> dict[str, Any]:
+        """The record of a call the shim forwarded on the fast path: judged and audited as a verdict."""
+        session, entry = caller.require_server()
+        call = ToolCall(session.key, entry.identity, msg["tool"], msg["arguments"], msg.get("request_id"))
+        now = time.time()
+        try:
+            policy, policy_error = self.policy.for_shim(caller.policy_path), None
+        except PolicyError as exc:
+            policy, policy_error = self.policy.base, str(exc)
+        verdict = fastpath.judge_forwarded(
+            self.engine, call, now, policy, epoch=msg["epoch"], policy_error=policy_error
+        )
+        self._journal_events(verdict.events)
+        judged = verdicts.Judged(
+            session,
+            entry.identity.name,
+            call.request_id,
+            call.tool,
+            verdict,
+            call.arguments,
+            request_id_json=msg.get("request_id_json"),
+            fast_path={"epoch": msg["epoch"], "instance": caller.instance, "seq": msg["seq"]},
+        )
+        audit_arguments = self.policy.base.settings.audit_arguments
+        reply = verdicts.deliver(rid, judged, self._audit_append, audit_arguments, now)
+        self.maybe_compact()
+        return reply
+
     def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
         """Whether a request must wait until every earlier output is indexed. Only a verdict on a
         sink-gated tool or on a program the agent wrote (`Engine.reads_taint`) reads taint; pins,
@@ -526,11 +568,22 @@ class Daemon:
     # ---- policy, pins, vouching ---------------------------------------------------------------
 
     def reload(self) -> str | None:
-        """Reload policy.yaml here and now (an "always" answer that edited it). None, or why not."""
-        return self.reloader.reload_now(time.time())
+        """Reload policy.yaml here and now (an "always" answer that edited it). None, or why not. It
+        only adds trust for a tool that was asked about, never one of a fast-path set."""
+        error = self.reloader.reload_now(time.time())
+        self.fastlane.changed()
+        return error
 
     async def reload_op(self, caller: Caller, rid: int, msg: wire.ReloadRequest) -> dict[str, Any]:
-        return wire.reply(rid, error=await self.reloader.reload(time.time))
+        error = await self.fastlane.change(lambda: self.reloader.reload(time.time))
+        return wire.reply(rid, error=error)
+
+    async def fastpath_op(self, caller: Caller, rid: int, msg: wire.FastpathRequest) -> dict[str, Any]:
+        grant = await self.fastlane.request(caller, msg.get("holding"))
+        tools = (
+            {name: list(names) for name, names in grant.tools.items()} if grant.tools is not None else None
+        )
+        return wire.reply(rid, epoch=grant.epoch, tools=tools)
 
     def pins(self, caller: Caller, rid: int, msg: wire.PinsRequest) -> dict[str, Any]:
         servers = []
@@ -553,6 +606,7 @@ class Daemon:
             found = True
             events = self.engine.accept_pins(key, wanted)
             self._journal_events(events)
+            self.fastlane.changed(key)
             names = [ev["tool"] for ev in events]
             accepted.extend(names)
             if names:

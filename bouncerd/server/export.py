@@ -19,7 +19,9 @@ show exactly which.
 
 OTLP uses the official ``opentelemetry-sdk`` and ``opentelemetry-exporter-otlp-proto-http`` (the
 ``otel`` extra), imported only when an `otlp:` target is configured; without the extra that target
-is reported as unavailable in `status` and every record for it counts as failed.
+is reported as unavailable in `status` and every record for it counts as failed. What the policy's
+`otlp:` leaves out comes from the standard ``OTEL_EXPORTER_OTLP_*`` variables (`otlp_target`); a
+target that has no endpoint either way, or a variable that cannot be read, is unavailable the same way.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from bouncerd.core import exportformat
@@ -45,6 +47,7 @@ from bouncerd.core.exportconf import (
     JournalTarget,
     OtlpTarget,
     SyslogTarget,
+    otlp_target,
 )
 
 log = logging.getLogger("bouncerd")
@@ -161,6 +164,7 @@ class OtlpSender:
     """OTLP/HTTP logs through the official SDK's exporter (the `otel` extra), imported here only."""
 
     def __init__(self, target: OtlpTarget) -> None:
+        """`target` as `otlp_target` completed it: every field set."""
         self.name = f"otlp {target.endpoint}"
         self.batch_limit = BATCH_LIMIT
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -186,14 +190,7 @@ class OtlpSender:
         out = []
         for record, line in batch:
             sev = exportformat.severity(record)
-            attributes = {
-                "bouncer.hash": str(record.get("hash", "")),
-                "bouncer.prev": str(record.get("prev", "")),
-            }
-            for name in exportformat.SUMMARY_FIELDS:
-                value = record.get(name)
-                if value is not None:
-                    attributes[f"bouncer.{name}"] = str(value)
+            attributes = exportformat.otel_attributes(record)
             log_record = LogRecord(
                 timestamp=_ts_ns(record.get("ts")),
                 severity_number=numbers.get(sev, SeverityNumber.INFO),
@@ -208,6 +205,10 @@ class OtlpSender:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._exporter.shutdown()
+
+
+def _unavailable(problem: str) -> Target:
+    raise ValueError(problem)
 
 
 def _ts_ns(ts: Any) -> int | None:
@@ -342,7 +343,8 @@ CLOSE_TIMEOUT_SECONDS = 2.0
 class Exporter:
     """Every configured target. `offer` is the only call on the verdict's path."""
 
-    def __init__(self, config: ExportConfig) -> None:
+    def __init__(self, config: ExportConfig, environ: Mapping[str, str] | None = None) -> None:
+        """`environ`: where the OTLP target's standard variables are read (default: this process's)."""
         self.config = config
         self.channels: list[Channel] = []
         # A sender encoding a batch holds the interpreter lock; the loop thread, back from its socket
@@ -358,8 +360,13 @@ class Exporter:
                 Channel(f"journal {journal.socket}", lambda: JournalSender(journal, facility))
             )
         if config.otlp is not None:
-            otlp = config.otlp
-            self.channels.append(Channel(f"otlp {otlp.endpoint}", lambda: OtlpSender(otlp)))
+            try:  # what the policy left out, from the standard OTEL_EXPORTER_OTLP_* variables
+                otlp = otlp_target(config.otlp, os.environ if environ is None else environ)
+            except ValueError as exc:  # unavailable, said in status; every copy for it counts as failed
+                problem = str(exc)
+                self.channels.append(Channel("otlp", lambda: _unavailable(problem)))
+            else:
+                self.channels.append(Channel(f"otlp {otlp.endpoint}", lambda: OtlpSender(otlp)))
         self._reported = 0  # losses already in an audit record
         self._last_report = -math.inf
         self._reporting = False

@@ -31,7 +31,6 @@ from it on is cut the same way. Cut bytes are never destroyed: they are first co
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bouncerd import wire
+from bouncerd.atomicfile import replace_file
 from bouncerd.errors import ProtocolError
 
 # Frames holding a large bytes value are written around it (see wire.encode_parts); re-exported here
@@ -148,21 +148,14 @@ class Journal:
 
         On any error the old journal stays in place and open, so no state is lost.
         """
-        tmp = self.path.with_name(self.path.name + ".compact")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         size = 0
-        try:
+
+        def write(fd: int) -> None:
+            nonlocal size
             for entry in entries:
                 size += _write_parts(fd, encode_parts(entry))
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        os.close(fd)
-        os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+
+        replace_file(self.path, write)
         new_fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
         os.close(self._fd)
         self._fd = new_fd
@@ -202,11 +195,3 @@ def _copy_tail_aside(path: Path, offset: int) -> Path:
         os.close(src)
         os.close(out)
     return aside
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

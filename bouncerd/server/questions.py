@@ -156,7 +156,9 @@ def question_for(
 
 
 def elicitation_form(question: str, can_trust: bool) -> dict[str, Any]:
-    """What the shim puts in elicitation/create: the question and one required choice."""
+    """What the shim puts in elicitation/create: the question and one required choice, a titled
+    single-select enum as the specification gives it (``oneOf`` of ``const`` and ``title``; the shim
+    turns it into 2025-06-18's ``enum`` with ``enumNames`` for a client of that revision)."""
     options = [("once", "Allow once")]
     if can_trust:
         options += [
@@ -167,8 +169,7 @@ def elicitation_form(question: str, can_trust: bool) -> dict[str, Any]:
     choice = {
         "type": "string",
         "title": "Your decision",
-        "enum": [value for value, _ in options],
-        "enumNames": [title for _, title in options],
+        "oneOf": [{"const": value, "title": title} for value, title in options],
     }
     schema = {"type": "object", "properties": {"choice": choice}, "required": ["choice"]}
     return {"message": question, "requestedSchema": schema}

@@ -2,13 +2,14 @@
 
 Theory of operation
 -------------------
-Three ops end in a verdict: ``verdict`` (a call the shim relays, `Daemon.verdict`), ``answer`` (a
+Four ops end in a verdict: ``verdict`` (a call the shim relays, `Daemon.verdict`), ``forwarded`` (a
+call the shim forwarded on the fast path, `Daemon.forwarded`), ``answer`` (a
 person's answer to an elicitation, `ApprovalDesk.answer`) and ``check_builtin`` (a client's own tool,
 `HookOps.check_builtin`). Each says what it judged as a `Judged` and hands it to `deliver`, which
 writes the audit record (`verdict_record`: a `VerdictRecord`, the fields of audit.RECORD_FIELDS plus
 the verdict's own), counts the verdict for the session (`bouncerctl status`) and returns the reply
 (`wire.verdict_reply`, with the provenance, plus what the op adds: an ask's code and question, an open
-code's expiry). So the three cannot drift apart again: every verdict record carries the provenance,
+code's expiry). So they cannot drift apart again: every verdict record carries the provenance,
 the request id's exact JSON where the shim sent it, and the arguments as ``audit_arguments`` says
 (their digest only where the daemon no longer holds them: an answer after a restart).
 """
@@ -46,6 +47,7 @@ class VerdictRecord(TypedDict):
     code: NotRequired[str | None]  # the ask's code (an ask, an answer to one)
     channel: NotRequired[str]  # how a person answered (an answer)
     request_id_json: NotRequired[str]  # the id's exact JSON where request_id cannot carry it
+    fast_path: NotRequired[Mapping[str, Any]]  # a call the shim forwarded on the fast path: epoch, seq
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Judged:
     code: str | None = None
     channel: str | None = None
     request_id_json: str | None = None
+    fast_path: Mapping[str, Any] | None = None  # the `forwarded` op's epoch, instance and seq
     extra: Mapping[str, Any] = field(default_factory=dict)  # what the op adds to the reply
 
 
@@ -97,6 +100,8 @@ def verdict_record(judged: Judged, audit_arguments: str) -> VerdictRecord:
         record["code"] = judged.code
     if judged.request_id_json is not None:
         record["request_id_json"] = judged.request_id_json
+    if judged.fast_path is not None:
+        record["fast_path"] = judged.fast_path
     return record
 
 

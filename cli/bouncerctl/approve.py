@@ -87,7 +87,9 @@ def _arguments_lines(code: Mapping[str, Any], width: int) -> list[str]:
     return lines
 
 
-def render(code: dict[str, Any], *, arguments: bool = False) -> str:
+def render(code: dict[str, Any], *, arguments: bool = False, width: int | None = None) -> str:
+    """The approve screen, fitted to `width` cells (None: unwrapped): values wrap under themselves at
+    spaces, and a word is broken only when it is longer than a line (an address with no spaces)."""
     rows = [
         ("server", visible(str(code["server"]))),
         ("tool", visible(str(code["tool"]))),
@@ -98,13 +100,13 @@ def render(code: dict[str, Any], *, arguments: bool = False) -> str:
     more = [d for d in code.get("destinations") or [] if d != code.get("destination")]
     if more:
         rows.insert(4, ("also", ", ".join(_shown(d) for d in more)))
-    width = max(len(name) for name, _ in rows)
-    lines = [f"Code {code['code']}  (session {visible(str(code['session']))})"]
-    lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
+    names = max(len(name) for name, _ in rows)
+    lines = term.fit(f"Code {code['code']}  (session {visible(str(code['session']))})", width)
+    lines += term.table(rows, width, indent="  ")
     if arguments:
-        lines += _arguments_lines(code, width)
-    lines += ["", str(code.get("question") or code.get("reason") or ""), ""]
-    lines.append("Approving lets the agent retry this exact call (the same arguments) once.")
+        lines += term.lines_fit(_arguments_lines(code, names), width)
+    lines += ["", *term.fit(str(code.get("question") or code.get("reason") or ""), width), ""]
+    lines += term.fit("Approving lets the agent retry this exact call (the same arguments) once.", width)
     return "\n".join(lines)
 
 
@@ -136,7 +138,7 @@ def approve(code: str, show_arguments: bool | None) -> None:
     if show_arguments is None:
         show_arguments = _arguments_by_default()
     shown = _ask_daemon("approve_show", code=code, arguments=show_arguments)
-    click.echo(render(shown, arguments=show_arguments))
+    click.echo(render(shown, arguments=show_arguments, width=term.columns()))
     click.echo("Approve? [y/N] ", nl=False)
     answer = sys.stdin.readline()
     if answer.strip().lower() not in ("y", "yes"):
@@ -149,17 +151,22 @@ def approve(code: str, show_arguments: bool | None) -> None:
     )
 
 
-@click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the open codes as JSON.")
-def pending(as_json: bool) -> None:
-    """List the open one-time codes: what each would approve and when it expires."""
-    codes = _ask_daemon("pending").get("pending", [])
-    if as_json:
-        click.echo(json.dumps(codes, indent=2, ensure_ascii=True))
-        return
-    if not codes:
-        click.echo("no open codes")
-        return
+def _connected() -> dict[str, bool] | None:
+    """Each session the daemon holds: is a server of it connected? None if the daemon does not say."""
+    try:
+        sessions = _ask_daemon("status").get("sessions")
+    except RequestFailed:
+        return None
+    if not isinstance(sessions, list):
+        return None
+    return {
+        str(s.get("key")): any(srv.get("connected") for srv in s.get("servers") or [])
+        for s in sessions
+        if isinstance(s, dict)
+    }
+
+
+def _code_rows(codes: list[dict[str, Any]]) -> list[list[str]]:
     rows = [["CODE", "SERVER", "TOOL", "EXPIRES IN", "DESTINATION"]]
     for c in codes:
         rows.append(
@@ -171,6 +178,34 @@ def pending(as_json: bool) -> None:
                 _shown(c.get("destination")),
             ]
         )
-    for line in term.table(rows, term.columns()):
-        term.echo(line)
-    click.echo("approve one in your own terminal with: bouncerctl approve CODE")
+    return rows
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the open codes as JSON.")
+def pending(as_json: bool) -> None:
+    """List the open one-time codes: what each would approve and when it expires.
+
+    The codes of sessions `status` counts as ended (no server connected: the client quit, or is
+    restarting its servers) come after the live ones, under their own heading: an agent that is gone
+    will not retry the call."""
+    codes = _ask_daemon("pending").get("pending", [])
+    if as_json:
+        click.echo(json.dumps(codes, indent=2, ensure_ascii=True))
+        return
+    if not codes:
+        click.echo("no open codes")
+        return
+    connected = _connected()
+    ended = [c for c in codes if connected is not None and connected.get(str(c.get("session"))) is False]
+    live = [c for c in codes if c not in ended]
+    width = term.columns()
+    if live:
+        for line in term.table(_code_rows(live), width):
+            term.echo(line)
+    if ended:
+        heading = "of ended sessions (no server connected: the client quit, or is restarting its servers):"
+        term.say(("\n" if live else "") + heading)
+        for line in term.table(_code_rows(ended), width):
+            term.echo(line)
+    term.say("approve one in your own terminal with: bouncerctl approve CODE")

@@ -20,8 +20,15 @@ EXIT_REQUEST_FAILED = 1
 EXIT_NOT_RUNNING = 3
 
 
+# What a newcomer does next when nothing answers (right after `init`, the daemon has not started yet).
+NOT_RUNNING_NEXT = (
+    "It starts by itself when a client starts a wrapped server: restart the client after "
+    "`bouncerctl init`, or start it now with `bouncerctl restart`. `bouncerctl doctor` checks the setup."
+)
+
+
 class DaemonNotRunning(click.ClickException):
-    """One line on stderr, exit 3: the daemon is absent or unreachable."""
+    """The reason, then what to do next, on stderr; exit 3: the daemon is absent or unreachable."""
 
     exit_code = EXIT_NOT_RUNNING
 
@@ -43,7 +50,7 @@ def connect() -> Client:
     try:
         return Client.connect(resolve(os.environ), role="ctl")
     except DaemonUnavailableError as exc:
-        raise DaemonNotRunning(str(exc)) from None
+        raise DaemonNotRunning(f"{exc}\n{NOT_RUNNING_NEXT}") from None
     except DaemonRequestError as exc:  # e.g. a daemon of another protocol version
         raise RequestFailed(f"bouncerd refused the connection: {exc.message}") from None
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import click
 
+from bouncerctl import term
 from bouncerd import __version__, autostart
 from bouncerd.client import Client
 from bouncerd.errors import BouncerError, UnsafeDirectoryError
@@ -138,12 +139,23 @@ def check_audit(paths: Paths) -> Check:
 
 def check_scanner() -> Check:
     """Which taint scanner this installation runs (bouncerd/native.py); both are correct, the
-    compiled one indexes server output ~1.4x as fast."""
+    compiled one indexes server output ~1.4x as fast. The pure one where a compiler could have built
+    the other is a warning: the build failed unseen (pip hides a build's output)."""
     from bouncerd import native
 
     which = native.implementation()
     if "source changed" in which or "another interpreter" in which or "cannot be read" in which:
         return WARN, "scanner", which
+    compiler = None if which.startswith("compiled") else native.toolchain(os.environ)
+    if compiler is not None and native.PURE_VARIABLE not in which:
+        return (
+            WARN,
+            "scanner",
+            (
+                f"{which}, though a C compiler is here ({compiler}): rebuild (scripts/setup in a checkout, "
+                "else `pip install --force-reinstall --no-deps -v .`) and read why it did not build"
+            ),
+        )
     return OK, "scanner", which
 
 
@@ -217,10 +229,12 @@ def doctor() -> None:
     """Check the socket, daemon, shims, policy, audit chain, service and wrapped clients (read-only)."""
     started = time.monotonic()
     results = run_checks(os.environ, Path.cwd())
-    width = max(len(what) for _, what, _ in results)
-    for level, what, detail in results:
-        colour = {OK: "green", WARN: "yellow", FAIL: "red"}[level]
-        click.echo(f"{click.style(level.ljust(4), fg=colour)} {what.ljust(width)}  {detail}")
+    rows = [
+        (click.style(level, fg={OK: "green", WARN: "yellow", FAIL: "red"}[level]), what, detail)
+        for level, what, detail in results
+    ]
+    for line in term.table(rows, term.columns()):  # a long detail wraps under itself, at spaces
+        term.echo(line)
     failed = sum(level == FAIL for level, _, _ in results)
     click.echo(f"{failed} failed, {sum(level == WARN for level, _, _ in results)} warnings "
                f"({time.monotonic() - started:.1f} s)")  # fmt: skip

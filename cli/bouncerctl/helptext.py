@@ -62,7 +62,10 @@ COMMANDS: Final[Mapping[str, tuple[str, str]]] = {
         "bouncerctl.pins:pins",
         "Show or accept tool pins (trust on first use of every part of each tool).",
     ),
-    "policy": ("bouncerctl.policy_cmd:policy", "Check policy files; migrate a bouncer-mcp 0.1.x one."),
+    "policy": (
+        "bouncerctl.policy_cmd:policy",
+        "Check policy files; write a starter one; migrate a bouncer-mcp 0.1.x one.",
+    ),
     "reload": (
         "bouncerctl.policy_cmd:reload",
         "Reload policy.yaml in the running daemon (a bad file keeps the policy in force).",

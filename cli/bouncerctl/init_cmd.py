@@ -12,15 +12,17 @@ Theory of operation
    ``--undo``, wrapped ones restored), limited to ``--server`` names if given. Remote servers (a URL)
    are wrapped too, through the shim's bridge (``bouncer-shim --url``), when it speaks their
    transport; one it cannot reach is named NOT PROTECTED with the reason. The shim is named by
-   absolute path (`find_shim`): desktop apps do not start servers with the shell's PATH.
+   absolute path (`find_shim`): desktop apps do not start servers with the shell's PATH. A project
+   file teams commit (`Plan.shared`) gets the command name instead, and none of this machine's
+   ``env``: a note says so, and warns when bouncer-shim is not on PATH.
 4. **Show.** A summary per file and a unified diff of the change.
-5. **Ask, then write.** Without ``--yes`` each file is confirmed on the terminal; with no terminal
-   and no ``--yes`` nothing is written. Before writing, the file is read again (a client may have
-   rewritten it meanwhile: then it is left alone), its bytes are copied to a timestamped backup
-   beside it, and the new text goes to a temporary file in the same directory that is fsynced and
-   renamed over the original, keeping its mode: a crash leaves the old file or the new one, never half
-   of one (`bouncerctl.init_files`, which the hooks step shares). A symlinked config is written
-   through to its target, so dotfile links stay links.
+5. **Ask, then write.** Without ``--yes`` each file is confirmed on the terminal; with no terminal and no
+   ``--yes`` nothing is written. Before writing, the file is read again (a client may have rewritten it
+   meanwhile: then it is left alone), its bytes are copied to a timestamped backup in Bouncer's state
+   directory (never beside it: a project file's neighbours get committed), and the new text goes to a
+   temporary file in the same directory that is fsynced and renamed over the original, keeping its mode: a
+   crash leaves the old file or the new one, never half of one (`bouncerctl.init_files`, which the hooks step
+   shares). A symlinked config is written through to its target, so dotfile links stay links.
 
 Exit status: 0 done (or nothing to do), 1 a config could not be read or written or the run was
 refused, 2 usage.
@@ -40,7 +42,14 @@ import click
 
 from bouncerctl import init_record, mcptoml, term
 from bouncerctl import mcpconfig as mc
-from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
+from bouncerctl.init_files import (
+    InitError,
+    backup,
+    state_backup_dir,
+    tilde,
+    unified_diff,
+    write_atomically,
+)
 from bouncerctl.init_hooks import update_hooks
 from bouncerctl.init_plan import (
     JSON_RECORD,
@@ -55,24 +64,43 @@ from bouncerctl.init_plan import (
     rewrite,
     select,
 )
+from bouncerd.errors import UnsafeDirectoryError
 from bouncerd.paths import entry_env
 
-CLIENTS = ("claude-code", "claude-desktop", "codex", "cursor", "gemini", "vscode", "windsurf")
+CLIENTS = (
+    "claude-code", "claude-desktop", "cline", "codex", "cursor", "gemini", "lmstudio", "vscode",
+    "windsurf", "zed",
+)  # fmt: skip
 
 # Claude Code keeps its own state in ~/.claude.json and writes the whole file back while it runs.
 CLAUDE_JSON = "Claude Code writes this file while it runs: quit it first, so it cannot overwrite the change"
 
 
 def locations(environ: Mapping[str, str], cwd: Path) -> list[Location]:
-    """Where each client keeps its MCP servers, for the user `environ` describes and the project `cwd`."""
+    """Where each client keeps its MCP servers, for the user `environ` describes and the project `cwd`,
+    then the files named with ``init --config`` that init still has something to undo in."""
+    known = client_locations(environ, cwd)
+    seen = {os.path.realpath(loc.path) for loc in known}
+    for path in init_record.remembered(environ):
+        if os.path.realpath(path) not in seen:
+            seen.add(os.path.realpath(path))
+            known.append(Location("file", "MCP config (named with --config)", path, None))
+    return known
+
+
+def client_locations(environ: Mapping[str, str], cwd: Path) -> list[Location]:
+    """Where each client keeps its MCP servers. Project files (`Location.shared`) only when the project
+    is not the home directory itself (there, ``.cursor/mcp.json`` is the user's own)."""
     home = Path(environ.get("HOME") or Path.home())
     xdg = environ.get("XDG_CONFIG_HOME", "")
     config_home = Path(xdg) if os.path.isabs(xdg) else home / ".config"
     mac_support = home / "Library" / "Application Support"
     codex = environ.get("CODEX_HOME", "")
     codex_home = Path(codex) if os.path.isabs(codex) else home / ".codex"
+    shared = os.path.realpath(cwd) != os.path.realpath(home)
+    cline = "globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json"
     return [
-        Location("claude-code", "Claude Code", cwd / ".mcp.json", "mcpServers"),
+        Location("claude-code", "Claude Code", cwd / ".mcp.json", "mcpServers", shared=shared),
         Location(
             "claude-code",
             "Claude Code",
@@ -93,15 +121,29 @@ def locations(environ: Mapping[str, str], cwd: Path) -> list[Location]:
             mac_support / "Claude/claude_desktop_config.json",
             "mcpServers",
         ),
-        Location("cursor", "Cursor", cwd / ".cursor/mcp.json", "mcpServers"),
+        Location("cursor", "Cursor", cwd / ".cursor/mcp.json", "mcpServers", shared=shared),
         Location("cursor", "Cursor", home / ".cursor/mcp.json", "mcpServers"),
-        Location("vscode", "VS Code", cwd / ".vscode/mcp.json", "servers"),
-        Location("vscode", "VS Code", config_home / "Code/User/mcp.json", "servers"),
-        Location("vscode", "VS Code", mac_support / "Code/User/mcp.json", "servers"),
+        # VS Code's configuration schema allows no unknown key on a stdio server
+        Location("vscode", "VS Code", cwd / ".vscode/mcp.json", "servers", fmt=JSON_RECORD, shared=shared),
+        Location("vscode", "VS Code", config_home / "Code/User/mcp.json", "servers", fmt=JSON_RECORD),
+        Location("vscode", "VS Code", mac_support / "Code/User/mcp.json", "servers", fmt=JSON_RECORD),
         Location("windsurf", "Windsurf", home / ".codeium/windsurf/mcp_config.json", "mcpServers"),
-        Location("gemini", "Gemini CLI", cwd / ".gemini/settings.json", "mcpServers", fmt=JSON_RECORD),
+        Location(
+            "gemini",
+            "Gemini CLI",
+            cwd / ".gemini/settings.json",
+            "mcpServers",
+            fmt=JSON_RECORD,
+            shared=shared,
+        ),
         Location("gemini", "Gemini CLI", home / ".gemini/settings.json", "mcpServers", fmt=JSON_RECORD),
         Location("codex", "Codex", codex_home / "config.toml", mcptoml.TOP_KEY, fmt=TOML),
+        # Zed reads its settings into typed structs and Cline rewrites its file: no key of ours in either
+        Location("zed", "Zed", cwd / ".zed/settings.json", "context_servers", fmt=JSON_RECORD, shared=shared),
+        Location("zed", "Zed", config_home / "zed/settings.json", "context_servers", fmt=JSON_RECORD),
+        Location("cline", "Cline", config_home / "Code/User" / cline, "mcpServers", fmt=JSON_RECORD),
+        Location("cline", "Cline", mac_support / "Code/User" / cline, "mcpServers", fmt=JSON_RECORD),
+        Location("lmstudio", "LM Studio", home / ".lmstudio/mcp.json", "mcpServers"),
     ]
 
 
@@ -175,6 +217,19 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str
             "stdio server, so every call gets a verdict and every output is recorded; its headers go into "
             "env, not onto the command line"
         )
+    if plan.shared and plan.changes and not undo:
+        lines.append(
+            f"  note: a project file others may use: the entries run `{mc.SHIM_NAME}` from PATH, "
+            "with none of this machine's paths"
+        )
+        if not shutil.which(mc.SHIM_NAME, path=environ.get("PATH")):
+            lines.append(
+                f"  warning: {mc.SHIM_NAME} is not on PATH, so the client cannot start these servers; "
+                "put it there (pipx does), see docs/install.md"
+            )
+        if env:
+            kept_out = ", ".join(sorted(env))
+            lines.append(f"  note: {kept_out} is not written into it: start the client with it set")
     if plan.changes and plan.location.caution:
         lines.append(f"  note: {plan.location.caution}")
     if plan.fmt == JSON_RECORD and not undo:
@@ -183,11 +238,13 @@ def summary(plan: Plan, undo: bool, environ: Mapping[str, str], env: Mapping[str
             for e in plan.entries
             if isinstance(v := plan.entry_value(e), dict) and mc.UPSTREAM_KEY in v
         ]
+        client = plan.location.client
+        which = f"--config {plan.location.path}" if client == "file" else f"--client {client}"
         if stale:
             lines.append(
-                f'  note: {", ".join(stale)}: "{mc.UPSTREAM_KEY}" (from an earlier init) makes Gemini CLI '
-                "refuse this file; run `bouncerctl init --undo --client gemini`, then "
-                "`bouncerctl init --client gemini`"
+                f'  note: {", ".join(stale)}: "{mc.UPSTREAM_KEY}" (from an earlier init) makes '
+                f"{plan.location.title} refuse this file; run `bouncerctl init --undo {which}`, then "
+                f"`bouncerctl init {which}`"
             )
     if undo:
         for change in plan.changes:
@@ -244,10 +301,10 @@ def commit(plan: Plan, environ: Mapping[str, str], now: datetime, *, undo: bool)
         )
     init_record.save(environ, record_written(plan, undo))  # first: a crash must not lose the original
     try:
-        saved = backup(plan.path, plan.raw, st.st_mode, now)
+        saved = backup(plan.path, plan.raw, st.st_mode, now, state_backup_dir(environ))
         write_atomically(plan.path, plan.rewrite.text.encode("utf-8"), st)
-    except OSError as exc:
-        raise InitError(f"{shown}: not written: {exc.strerror or exc}") from None
+    except (OSError, UnsafeDirectoryError) as exc:
+        raise InitError(f"{shown}: not written: {getattr(exc, 'strerror', None) or exc}") from None
     return f"wrote {shown} (backup: {tilde(saved, environ)})"
 
 
@@ -328,10 +385,11 @@ def init(
 ) -> None:
     """Route your MCP clients' stdio servers through bouncer-shim (--undo puts them back).
 
-    Finds the MCP configs of Claude Code, Claude Desktop, Codex, Cursor, Gemini CLI, VS Code and
-    Windsurf, shows the change as a diff and asks before writing each file. The original entry is kept
-    in the file under "x-bouncer-upstream" (Gemini CLI and Codex refuse unknown keys: there, in
-    Bouncer's state directory), and a timestamped backup beside it.
+    Finds the MCP configs of Claude Code, Claude Desktop, Cline, Codex, Cursor, Gemini CLI, LM Studio,
+    VS Code, Windsurf and Zed, shows the change as a diff and asks before writing each file. The
+    original entry is kept in the file under "x-bouncer-upstream" (where a client refuses unknown keys:
+    in Bouncer's state directory), and a timestamped backup in the state directory. A file named with
+    --config is remembered, so a plain `init --undo` finds it again.
     """
     if client and config:
         raise click.UsageError("--client and --config cannot be used together")
@@ -361,7 +419,10 @@ def init(
     for plan in plans:
         if plan.changes:
             try:
-                rewrite(plan, shim_path, env, undo)
+                if plan.shared:  # nothing of this machine in a file others use
+                    rewrite(plan, mc.SHIM_NAME, {}, undo)
+                else:
+                    rewrite(plan, shim_path, env, undo)
             except mc.McpConfigError as exc:
                 errors.append(f"{plan.location.path}: {exc}")
     if errors:

@@ -1,32 +1,38 @@
 """How `bouncerctl init` changes a person's files: shown as a diff, backed up, replaced atomically.
 
-Both steps of init use this: the MCP configs (init_cmd.py) and Claude Code's settings.json
-(init_hooks.py). `unified_diff` shows a change the way ``diff -u`` would, cheaply even for a
-megabyte-sized ~/.claude.json; `backup` copies the old bytes to NAME.bouncer-STAMP.bak beside the
-file, never over another backup; `write_atomically` puts the new bytes in a temporary file in the same
-directory, fsyncs it and renames it over the original, keeping its mode and owner, so a crash leaves
-the old file or the new one, never half of one. `InitError` is the one error init stops with (exit 1).
+Both steps of init use this: the MCP configs (init_cmd.py) and Claude Code's settings.json (init_hooks.py).
+`unified_diff` shows a change the way ``diff -u`` would, cheaply even for a megabyte-sized ~/.claude.json;
+`backup` copies the old bytes to NAME.bouncer-STAMP.bak, never over another backup: beside the file (the
+policy), or for a client's config in Bouncer's state directory (`state_backup_dir`), since a backup beside a
+project's ``.mcp.json`` is a file someone would commit; `write_atomically` puts the new bytes in a temporary
+file in the same directory, fsyncs it and renames it over the original, keeping its mode and owner, so a crash
+leaves the old file or the new one, never half of one. `InitError` is the one error init stops with (exit 1).
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
+import hashlib
 import itertools
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
 import click
 
+from bouncerd import atomicfile
+from bouncerd.paths import ensure_private_dir, resolve
+
 EXIT_FAILED = 1
 
 # Lines of context around each change in a diff, as `diff -u` shows them.
 DIFF_CONTEXT = 3
 _HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+# Where init keeps the backups of clients' configs, under Bouncer's state directory.
+BACKUP_DIR = "init-backups"
 
 # Backups are named NAME.bouncer-STAMP.bak; a second run within the same second gets -1, -2, ...
 # Far more attempts than two runs a second can need; the bound only stops a loop on a broken directory.
@@ -104,12 +110,25 @@ def unified_diff(
 # ---- writing ------------------------------------------------------------------------------------------
 
 
-def backup(path: Path, data: bytes, mode: int, now: datetime) -> Path:
-    """Copy `data` to NAME.bouncer-STAMP.bak beside `path` (never over an existing file)."""
+def state_backup_dir(environ: Mapping[str, str]) -> Path:
+    """The private directory (0700) init's backups go to: never beside a file a team may commit."""
+    where = resolve(environ).state / BACKUP_DIR
+    ensure_private_dir(where)
+    return where
+
+
+def backup(path: Path, data: bytes, mode: int, now: datetime, directory: Path | None = None) -> Path:
+    """Copy `data` to NAME.bouncer-STAMP.bak (never over an existing file): beside `path`, or in
+    `directory`, where the name also carries a digest of the file's real path (two projects'
+    ``.mcp.json`` stay apart)."""
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    name = path.name
+    if directory is not None:
+        digest = hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:12]
+        name = f"{name}.{digest}"
     for attempt in range(BACKUP_ATTEMPTS):
         suffix = f"-{attempt}" if attempt else ""
-        target = path.with_name(f"{path.name}.bouncer-{stamp}{suffix}.bak")
+        target = (directory or path.parent) / f"{name}.bouncer-{stamp}{suffix}.bak"
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode & 0o777)
         except FileExistsError:
@@ -123,25 +142,5 @@ def backup(path: Path, data: bytes, mode: int, now: datetime) -> Path:
 
 
 def write_atomically(path: Path, data: bytes, like: os.stat_result) -> None:
-    """Replace `path` with `data`: temp file in the same directory, fsync, rename; mode (and owner) kept."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".bouncer-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fchmod(fh.fileno(), like.st_mode & 0o7777)
-            if like.st_uid != os.getuid() or like.st_gid != os.getgid():
-                with contextlib.suppress(OSError):  # only root can give a file away; others keep theirs
-                    os.fchown(fh.fileno(), like.st_uid, like.st_gid)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # the rename itself durable; not every filesystem allows this
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    """Replace `path` with `data` atomically (`bouncerd.atomicfile`), its mode (and owner) kept."""
+    atomicfile.write_atomically(path, data, mode=like.st_mode & 0o7777, owner=(like.st_uid, like.st_gid))

@@ -20,8 +20,16 @@ import click
 
 from bouncerctl import init_record, term
 from bouncerctl.hook_settings import claude_settings_with_hooks, claude_settings_without_hooks
-from bouncerctl.init_files import InitError, backup, tilde, unified_diff, write_atomically
+from bouncerctl.init_files import (
+    InitError,
+    backup,
+    state_backup_dir,
+    tilde,
+    unified_diff,
+    write_atomically,
+)
 from bouncerctl.mcpconfig import serialise
+from bouncerd.errors import UnsafeDirectoryError
 
 
 def settings_path(environ: Mapping[str, str]) -> Path:
@@ -90,16 +98,16 @@ def update_hooks(
             term.say(f"removed {shown} (init had created it)")
         elif existed:
             st = path.stat()
-            saved = backup(path, old_bytes, st.st_mode, now)
+            saved = backup(path, old_bytes, st.st_mode, now, state_backup_dir(environ))
             write_atomically(path, new_bytes, st)
-            term.say(f"wrote {shown} (backup: {saved.name})")
+            term.say(f"wrote {shown} (backup: {tilde(saved, environ)})")
         else:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(new_bytes)
             term.say(f"wrote {shown}")
-    except OSError as exc:
-        raise InitError(f"{shown}: not written: {exc.strerror or exc}") from None
+    except (OSError, UnsafeDirectoryError) as exc:
+        raise InitError(f"{shown}: not written: {getattr(exc, 'strerror', None) or exc}") from None
     if undo:
         init_record.save(environ, init_record.Record(record.path))

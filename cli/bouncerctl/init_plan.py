@@ -4,11 +4,18 @@ Theory of operation
 -------------------
 Three formats (`Location.fmt`):
 
-- ``json``: Claude Code, Claude Desktop, Cursor, VS Code, Windsurf (JSON or JSONC). The original entry
-  is kept in the entry itself, under ``x-bouncer-upstream`` (`bouncerctl.mcpconfig`);
-- ``json-record``: Gemini CLI, whose settings schema rejects unknown keys. The same in-place edit
-  without that key; the entry's original text goes to init's undo record (`bouncerctl.init_record`);
+- ``json``: Claude Code, Claude Desktop, Cursor, Windsurf, LM Studio (JSON or JSONC). The original
+  entry is kept in the entry itself, under ``x-bouncer-upstream`` (`bouncerctl.mcpconfig`);
+- ``json-record``: Gemini CLI, VS Code, Zed (``context_servers``) and Cline, whose settings schemas
+  reject (or whose apps drop) unknown keys. The same in-place edit without that key; the entry's
+  original text goes to init's undo record (`bouncerctl.init_record`);
 - ``toml``: Codex CLI (`bouncerctl.mcptoml`); the old tokens go to the undo record.
+
+YAML configs (Continue, Goose) are refused with a message that says how to wrap an entry by hand.
+
+A project file that teams commit (``.mcp.json``, ``.vscode/mcp.json``, ``.cursor/mcp.json``, a
+project's ``.gemini/settings.json`` or ``.zed/settings.json``: `Plan.shared`) gets nothing of this
+machine: the shim by its command name (found on PATH) and no ``env`` of ours.
 
 Every wrapped entry also gets the variables `bouncerd.paths.entry_env` names in its ``env`` (a client
 that starts servers with a stripped environment, as Codex does, must still reach this daemon).
@@ -44,15 +51,56 @@ class Location:
     projects: bool = False  # also Claude Code's projects.<path>.mcpServers
     caution: str = ""  # said before writing it
     fmt: str = JSON
+    shared: bool = False  # a project file teams commit: nothing machine-specific goes into it
+
+
+# Files whose apps refuse or drop a key they do not know: the original entry goes to the undo record.
+RECORD_FILES = (
+    (".gemini", "settings.json"),
+    ("zed", "settings.json"),
+    (".zed", "settings.json"),
+    ("settings", "cline_mcp_settings.json"),
+    (".vscode", "mcp.json"),
+    ("User", "mcp.json"),
+)
+# Project files by their place in a repository: (directory, name), "" for the repository's top.
+PROJECT_FILES = (("", ".mcp.json"), (".vscode", "mcp.json"), (".cursor", "mcp.json"),
+                 (".gemini", "settings.json"), (".zed", "settings.json"))  # fmt: skip
+
+YAML_REFUSED = (
+    "a YAML config (Continue, Goose): init does not rewrite YAML. Wrap each stdio server by hand: "
+    "its command becomes bouncer-shim and its arguments --name NAME -- COMMAND ARGS... "
+    "(Continue: command/args; Goose: cmd/args); docs/clients.md shows both"
+)
 
 
 def detect_format(path: Path, text: str) -> str:
-    """The format of a file named with --config: TOML by name or content; Gemini's settings by path."""
+    """The format of a file named with --config: TOML by name or content; Gemini's, VS Code's, Zed's
+    and Cline's by path. InitError for YAML, which init does not rewrite."""
+    if path.suffix in (".yaml", ".yml"):
+        raise InitError(f"{path}: {YAML_REFUSED}")
     if mcptoml.looks_like_toml(str(path), text):
         return TOML
-    if path.name == "settings.json" and path.parent.name == ".gemini":
+    if (path.parent.name, path.name) in RECORD_FILES:
         return JSON_RECORD
     return JSON
+
+
+def detect_top_key(path: Path) -> str | None:
+    """The server block of a file named with --config, when its name tells (Zed's ``context_servers``)."""
+    if path.name == "settings.json" and path.parent.name in ("zed", ".zed"):
+        return "context_servers"
+    return None
+
+
+def is_project_file(path: Path, environ: Mapping[str, str]) -> bool:
+    """A file named with --config that a team would commit: a project's, not the user's own."""
+    home = Path(environ.get("HOME") or Path.home())
+    folder = path.parent.name if path.name != ".mcp.json" else ""
+    if (folder, path.name) not in PROJECT_FILES:
+        return False
+    project = path.parent if not folder else path.parent.parent
+    return os.path.realpath(project) != os.path.realpath(home)
 
 
 @dataclass
@@ -66,6 +114,7 @@ class Plan:
     entries: list[mc.Entry]
     record: init_record.Record
     fmt: str = JSON
+    shared: bool = False  # a project file teams commit (see the module's docstring)
     all_entries: list[mc.Entry] = field(default_factory=list)
     changes: list[mc.Change] = field(default_factory=list)
     rewrite: mc.Rewrite | None = None
@@ -89,18 +138,21 @@ def read_config(location: Location, environ: Mapping[str, str]) -> Plan:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InitError(f"{location.path}: not UTF-8 text (byte {exc.start})") from None
-    fmt = detect_format(location.path, text) if location.client == "file" else location.fmt
+    named = location.client == "file"
+    fmt = detect_format(location.path, text) if named else location.fmt
+    shared = is_project_file(location.path, environ) if named else location.shared
     record = init_record.load(environ, path)
     recorded = {key.split("\x1f")[-1] for key in record.entries}
     try:
         if fmt == TOML:
             toml = mcptoml.parse(text)
             found = mcptoml.entries(toml, recorded)
-            return Plan(location, path, raw, text, None, toml, found, record, fmt, list(found))
+            return Plan(location, path, raw, text, None, toml, found, record, fmt, shared, list(found))
         if not text.strip():  # a client may create its config empty; it has no servers and stays as it is
-            return Plan(location, path, raw, text, mc.parse("{}"), None, [], record, fmt)
+            return Plan(location, path, raw, text, mc.parse("{}"), None, [], record, fmt, shared)
         doc = mc.parse(text)
-        top_key = location.top_key or mc.guess_top_key(doc.value)
+        top_key = location.top_key or (detect_top_key(location.path) if named else None)
+        top_key = top_key or mc.guess_top_key(doc.value)
         projects = location.projects or location.client == "file"
         found = mc.entries(doc.value, mc.find_blocks(doc.value, top_key, projects=projects))
     except mc.McpConfigError as exc:
@@ -113,7 +165,7 @@ def read_config(location: Location, environ: Mapping[str, str]) -> Plan:
             else e
             for e in found
         ]
-    return Plan(location, path, raw, text, doc, None, found, record, fmt, list(found))
+    return Plan(location, path, raw, text, doc, None, found, record, fmt, shared, list(found))
 
 
 def bare_url(plan: Plan) -> str:
@@ -179,7 +231,7 @@ def rewrite(plan: Plan, shim: str, env: Mapping[str, str], undo: bool) -> None:
     """Compute plan.rewrite and plan.new_record. McpConfigError if the change cannot be made."""
     record = init_record.Record(
         plan.record.path, plan.record.original, plan.record.written, plan.record.absent,
-        dict(plan.record.entries),
+        dict(plan.record.entries), plan.record.named,
     )  # fmt: skip
     plan.new_record = record
     if undo:
@@ -232,4 +284,5 @@ def record_written(plan: Plan, undo: bool) -> init_record.Record:
         return record
     clean = not any(e.kind == mc.WRAPPED for e in plan.all_entries)
     init_record.after_write(record, plan.text, plan.rewrite.text, clean=clean)
+    record.named = record.named or plan.location.client == "file"  # so undo, doctor and status find it
     return record

@@ -12,6 +12,9 @@ record or the new one). A record holds:
   whatever the format (JSON, JSONC, TOML, a one-line settings.json). ``original`` is None when there is
   no such chain (the file had wrapped entries that no record explains, or was undone in part);
   ``absent`` says the file did not exist before (Claude Code's settings.json: undo removes it again);
+- ``named``: the file was named with ``init --config`` (a client init does not know by itself): it is
+  remembered, so a plain ``init --undo``, ``doctor`` and ``status`` find it (`remembered`, from a
+  small ``<digest>.named`` marker beside the record that holds only the path);
 - ``entries``: per server, keyed by server block + name, what a client whose schema rejects unknown
   keys (Gemini CLI, Codex) cannot keep in its own file: the entry's original text (JSON) or the
   original ``command``/``args`` tokens and the ``env`` keys init added (TOML). Undo uses them when the
@@ -27,13 +30,13 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bouncerctl.init_files import InitError
+from bouncerd.atomicfile import write_atomically
 from bouncerd.errors import UnsafeDirectoryError
 from bouncerd.paths import ensure_private_dir, resolve
 
@@ -41,6 +44,8 @@ RECORD_DIR = "init-undo"
 RECORD_VERSION = 1
 # Entries are text copied out of a person's config; a record much larger than any config is not ours.
 MAX_RECORD_BYTES = 64 * 1024 * 1024
+# A marker holds one path; PATH_MAX on Linux is 4096 bytes, far more than any config's path.
+MAX_PATH_BYTES = 4096
 
 
 @dataclass
@@ -50,6 +55,7 @@ class Record:
     written: str | None = None
     absent: bool = False
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    named: bool = False  # named with --config: found again by `remembered`
 
     def empty(self) -> bool:
         return self.original is None and not self.absent and not self.entries
@@ -94,17 +100,26 @@ def load(environ: Mapping[str, str], path: Path) -> Record:
                 raise ValueError(f'"{name}" is not a string')
         if not isinstance(entries, dict) or not all(isinstance(v, dict) for v in entries.values()):
             raise ValueError('"entries" is not an object of objects')
-        return Record(real, original, written, data.get("absent") is True, entries)
+        named = data.get("named") is True
+        return Record(real, original, written, data.get("absent") is True, entries, named)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InitError(f"{where}: init's undo record is damaged ({exc}); move it away to go on") from None
+
+
+def _named_marker(where: Path) -> Path:
+    """Beside a named file's record, a small file holding only its path: `remembered` reads these,
+    not the records (a record may hold megabytes of ~/.claude.json, and `status` runs it)."""
+    return where.with_suffix(".named")
 
 
 def save(environ: Mapping[str, str], record: Record) -> None:
     """Write (or, when there is nothing left to undo, remove) the record, atomically."""
     where = record_file(environ, Path(record.path))
+    marker = _named_marker(where)
     if record.empty():
-        with contextlib.suppress(FileNotFoundError):
-            where.unlink()
+        for path in (marker, where):  # the marker first: a crash leaves a record, never a stray marker
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
         return
     data = {
         "version": RECORD_VERSION,
@@ -113,23 +128,36 @@ def save(environ: Mapping[str, str], record: Record) -> None:
         "written": record.written,
         "absent": record.absent,
         "entries": record.entries,
+        "named": record.named,
     }
-    body = json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8")
     try:
         ensure_private_dir(where.parent)
-        fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".undo.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, where)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        write_atomically(where, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
+        if record.named:
+            write_atomically(marker, os.fsencode(record.path))
     except (OSError, UnsafeDirectoryError) as exc:
         raise InitError(f"{where}: cannot write init's undo record: {exc}") from None
+
+
+
+def remembered(environ: Mapping[str, str]) -> list[Path]:
+    """The files init changed when named with --config, that still have something to undo.
+
+    Read from the small markers beside their records; a marker without its record is passed over."""
+    try:
+        markers = sorted(record_dir(environ).glob("*.named"))
+    except OSError:
+        return []
+    paths = []
+    for marker in markers:
+        try:
+            if not marker.with_suffix(".json").exists():
+                continue
+            with marker.open("rb") as fh:
+                paths.append(Path(os.fsdecode(fh.read(MAX_PATH_BYTES))))
+        except OSError:
+            continue
+    return paths
 
 
 def after_write(record: Record, before: str | None, after: str, *, clean: bool) -> None:

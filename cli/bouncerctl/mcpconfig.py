@@ -134,13 +134,13 @@ def find_blocks(value: Any, top_key: str, *, projects: bool = False) -> list[Blo
 
 
 def guess_top_key(value: Any) -> str:
-    """For a file of unknown origin: ``mcpServers``, or VS Code's ``servers``; ConfigShapeError if neither."""
+    """For a file of unknown origin: ``mcpServers``, VS Code's ``servers`` or Zed's ``context_servers``;
+    ConfigShapeError if none."""
     if isinstance(value, dict):
-        if "mcpServers" in value:
-            return "mcpServers"
-        if "servers" in value:
-            return "servers"
-    raise ConfigShapeError('no "mcpServers" (or "servers") block')
+        for key in ("mcpServers", "servers", "context_servers"):
+            if key in value:
+                return key
+    raise ConfigShapeError('no "mcpServers" (or "servers") block, nor Zed\'s "context_servers"')
 
 
 def block_label(block: Block) -> str:

@@ -54,26 +54,33 @@ def show(server: str | None, as_json: bool) -> None:
             raise RequestFailed(f"no server named {server!r} has listed its tools to this daemon")
         click.echo("no server has listed its tools yet")
         return
-    width = term.columns()
+    term.echo(render(servers, term.columns()))
+
+
+def render(servers: list[dict[str, Any]], width: int | None) -> str:
+    """Each server's header, its tools with their pin state and what waits for review, then the legend;
+    fitted to `width` cells (None: unwrapped)."""
+    out: list[str] = []
     for srv in servers:
-        click.echo(_wrapped(f"{srv['name']}  ({' '.join(srv['upstream'])})", ""))
+        header = f"{srv['name']}  ({' '.join(srv['upstream'])})"
+        out += term.fit(header, width)  # at spaces: a package name is never cut
         for tool in srv["tools"]:
             mark = MARKS.get(tool["state"], tool["state"].upper())
-            click.echo(f"  {mark.ljust(MARK_WIDTH)}  {tool['name']}")
+            out.append(f"  {mark.ljust(MARK_WIDTH)}  {tool['name']}")
             if tool.get("duplicated"):  # no one form to show or accept (pin.duplicate_tool)
                 note = "listed more than once in different forms: refused until the server lists it once"
-                click.echo(_wrapped(note, " " * (MARK_WIDTH + 4)))
+                out.append(_wrapped(note, " " * (MARK_WIDTH + 4), width))
             elif tool["state"] in ("changed", "new"):
-                for line in _waiting(tool):
-                    click.echo(_wrapped(line, " " * (MARK_WIDTH + 4)))
+                out += [_wrapped(line, " " * (MARK_WIDTH + 4), width) for line in _waiting(tool)]
         pending = [
             t["name"] for t in srv["tools"] if t["state"] in ("changed", "new") and not t.get("duplicated")
         ]
         if pending:
             accept = f"  to trust them: bouncerctl pins accept {srv['name']} {' '.join(pending)}"
-            term.echo("\n".join(term.fit(accept, width)))
-        click.echo("")
-    click.echo(LEGEND)
+            out += term.fit(accept, width)
+        out.append("")
+    out += term.lines_fit(LEGEND.split("\n"), width)
+    return "\n".join(out)
 
 
 def _waiting(tool: dict[str, Any]) -> list[str]:
@@ -92,17 +99,18 @@ def _waiting(tool: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _wrapped(line: str, indent: str) -> str:
+def _wrapped(line: str, indent: str, columns: int | None) -> str:
     """A diff or description line folded to the terminal's width (none on a pipe), each piece under
     its +/- mark, so nothing of a changed description is cut or lost off the edge."""
     import textwrap
 
-    columns = term.columns()
     if columns is None or term.cells(indent + line) <= columns:
         return indent + line
     width = max(MIN_WIDTH, columns) - len(indent)
     mark = line[:1] if line[:1] in ("+", "-", " ") else ""
-    pieces = textwrap.wrap(line[len(mark) :], width - len(mark), drop_whitespace=False) or [""]
+    pieces = textwrap.wrap(
+        line[len(mark) :], width - len(mark), drop_whitespace=False, break_on_hyphens=False
+    ) or [""]
     return "\n".join(indent + mark + piece for piece in pieces)
 
 

@@ -32,13 +32,11 @@ Exit status: 0 done (``status``: installed), 1 a step failed, 3 (``status``) not
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +45,7 @@ from xml.sax.saxutils import escape as xml_escape
 import click
 
 from bouncerctl import term
+from bouncerd.atomicfile import write_atomically
 from bouncerd.client import Client
 from bouncerd.errors import BouncerError
 from bouncerd.paths import ensure_private_dir, resolve
@@ -247,18 +246,7 @@ def write_file(path: Path, text: str) -> bool:
     except (FileNotFoundError, UnicodeDecodeError):
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fchmod(fh.fileno(), 0o644)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_atomically(path, text.encode("utf-8"), mode=0o644)
     return True
 
 

@@ -119,7 +119,10 @@ def render(body: dict[str, Any], width: int | None = None) -> str:
     if not sessions:
         lines += ["", "no sessions yet"]
     elif ended:
-        summary = f"{ended} ended session{'s' if ended != 1 else ''} (no server connected; --json lists them)"
+        summary = (
+            f"{ended} ended session{'s' if ended != 1 else ''} (no server connected; --json lists them): "
+            "a client that started its servers and left, as a health check like `claude mcp list` does"
+        )
         lines += ["", *term.wrap(summary, width)]
     return "\n".join(lines)
 

@@ -121,6 +121,9 @@ def format_record(obj: Any, *, width: int | None) -> str:
         label, styles = event_kind(rule), {"fg": "cyan"}
     reason = shown(" ".join(str(obj.get("reason") or "").split()))
     destination = _cut_destination(obj, reason)
+    # An ask's one-time code: the person watching may approve it (it may be answered already)
+    code = shown(obj["code"]) if isinstance(obj.get("code"), str) and obj.get("code") else None
+    code_text = f"code: {code} (`bouncerctl approve {code}` while it is open)" if code else ""
     when = term.style(_local_time(obj["ts"]), dim=True)
     if width is None:
         mark = term.style(_pad(label, KIND_WIDTH), **styles)
@@ -128,18 +131,21 @@ def format_record(obj: Any, *, width: int | None) -> str:
             f"{when}  {_pad(server, SERVER_WIDTH)}  {_pad(tool, TOOL_WIDTH)}  {mark}  "
             f"{_pad(rule, RULE_WIDTH)}  "
         )
-        return (head + reason + (f"  destination: {destination}" if destination else "")).rstrip()
+        tail = (f"  destination: {destination}" if destination else "") + (f"  {code_text}" if code else "")
+        return (head + reason + tail).rstrip()
     mark = term.style(_pad(label, 6), **styles)
     where = "/".join(shown(part) for part in (obj.get("server"), obj.get("tool")) if part)
     what = "  ".join(part for part in (where, rule) if part)
     head = f"{when}  {mark}  {what}"
-    if not destination and term.cells(head) + 2 + term.cells(reason) <= width:
+    if not destination and not code and term.cells(head) + 2 + term.cells(reason) <= width:
         return f"{head}  {reason}".rstrip()
     lines = term.wrap(what, width, first=f"{when}  {mark}  ")
     if reason:
         lines += term.wrap(reason, width, first=term.HANG, indent=term.HANG)
     if destination:
         lines += term.wrap(destination, width, first=term.HANG + "destination: ", indent=term.HANG)
+    if code:
+        lines += term.wrap(code_text, width, first=term.HANG, indent=term.HANG)
     return "\n".join(lines)
 
 

@@ -53,7 +53,8 @@ def columns(stream: IO[Any] | None = None, environ: Mapping[str, str] | None = N
     try:
         if not stream.isatty():
             return None
-        return max(os.get_terminal_size(stream.fileno()).columns, MIN_COLUMNS)
+        size = os.get_terminal_size(stream.fileno()).columns
+        return max(size, MIN_COLUMNS) if size > 0 else None  # 0: a terminal whose size nobody set
     except (AttributeError, OSError, ValueError):  # a stream with no descriptor (a test runner's)
         return None
 
@@ -203,10 +204,24 @@ def fit(line: str, width: int | None, *, indent: str = HANG) -> list[str]:
     return wrap(line.strip(), width, first=lead, indent=lead + indent)
 
 
+def _split_at_space(text: str, room: int) -> tuple[str, str]:
+    """`_split_word`, moved back to just after the last space of the head when there is one in its
+    second half: a word is broken only when it is too long to move whole to the next line."""
+    head, rest = _split_word(text, room)
+    if not rest or rest[:1] == " ":
+        return head, rest
+    cut = head.rfind(" ") + 1
+    if cut > len(head) // 2 and head[:cut].strip():
+        return head[:cut], head[cut:] + rest
+    return head, rest
+
+
 def fold(line: str, width: int | None, *, indent: str = HANG) -> list[str]:
     """A line whose spacing matters (a diff, a command) broken at `width` cells, spaces kept.
 
-    Continuation lines start with `indent`. The line should be plain: a break may fall anywhere.
+    Breaks fall after a space where one is near the edge, so a word (``approval_timeout``) is not
+    cut in two; a word longer than half a line is broken where it stands. Continuation lines start
+    with `indent`. The line should be plain: a break may fall inside anything.
     """
     if width is None or cells(line) <= width:
         return [line]
@@ -214,7 +229,7 @@ def fold(line: str, width: int | None, *, indent: str = HANG) -> list[str]:
     out: list[str] = []
     rest, room = line, width
     while cells(rest) > room:
-        head, rest = _split_word(rest, room)
+        head, rest = _split_at_space(rest, room)
         out.append(head)
         room = width - cells(indent)
     out.append(rest)

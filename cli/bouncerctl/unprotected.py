@@ -75,7 +75,8 @@ def find(environ: Mapping[str, str], cwd: Path) -> list[Unprotected]:
             found.append(Unprotected(location.client, path, "", f"cannot be read ({exc})", None))
             continue
         for entry in plan.entries:
-            command = f"bouncerctl init --client {location.client} --server {entry.name}"
+            which = f"--config {path}" if location.client == "file" else f"--client {location.client}"
+            command = f"bouncerctl init {which} --server {entry.name}"
             if entry.kind == mc.STDIO:
                 found.append(
                     Unprotected(location.client, path, entry.name, "stdio server not wrapped", command)

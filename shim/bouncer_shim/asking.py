@@ -211,8 +211,8 @@ class Asking:
             code = reply.get("code")
             if not isinstance(code, str) or not code:
                 return None
-            if profile.version in MODE_VERSIONS:
-                form = {"mode": "form", **form}
+            # 2025-06-18 has no titled enum: its form of one is `enum` with `enumNames`
+            form = {"mode": "form", **form} if profile.version in MODE_VERSIONS else _untitled_enums(form)
             request_id = f"{self.prefix}{self._count}"
             line = jsonrpc.request_line(request_id, "elicitation/create", form)
             if line is None:
@@ -325,6 +325,27 @@ def _form(value: Any) -> dict[str, Any] | None:
     if not isinstance(schema.get("properties"), dict):
         return None
     return {"message": message, "requestedSchema": schema}
+
+
+def _untitled_enums(form: dict[str, Any]) -> dict[str, Any]:
+    """`form` with each titled single-select enum (``oneOf`` of ``const``/``title``, from 2025-11-25)
+    written as 2025-06-18 wrote one: ``enum`` and ``enumNames``. Anything else is left as it is."""
+    schema = form["requestedSchema"]
+    properties = {}
+    for name, prop in schema["properties"].items():
+        options = prop.get("oneOf") if isinstance(prop, dict) else None
+        if (
+            isinstance(options, list)
+            and options
+            and all(
+                isinstance(o, dict) and isinstance(o.get("const"), str) and isinstance(o.get("title"), str)
+                for o in options
+            )
+        ):
+            rest = {k: v for k, v in prop.items() if k != "oneOf"}
+            prop = {**rest, "enum": [o["const"] for o in options], "enumNames": [o["title"] for o in options]}
+        properties[name] = prop
+    return {**form, "requestedSchema": {**schema, "properties": properties}}
 
 
 def _timeout(value: Any) -> float:

@@ -27,12 +27,9 @@ one ``GET /callback?code=...&state=...`` and answers with a line a person can re
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
-import os
 import re
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -49,6 +46,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
+from bouncerd.atomicfile import write_atomically
 from bouncerd.paths import resolve
 
 # A token is refreshed this long before it expires: a request in flight must not meet a token that
@@ -110,18 +108,7 @@ class FileTokenStorage:
 
     def _write(self, data: dict[str, Any]) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tokens-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                os.fchmod(f.fileno(), 0o600)
-                json.dump(data, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomically(self.path, json.dumps(data).encode("utf-8"))
 
     def expires_at(self) -> float | None:
         value = self._read().get("expires_at")

@@ -10,7 +10,8 @@ and carries out what `take_actions` returns, in order: `SendClient`, `SendUpstre
 
 The relay is the composition of smaller machines, and routes messages between them: `LinkSync`
 (sync.py: the link's state, every request to bouncerd and its reply, the resync after a connect),
-`Outbox` (outbox.py: server output numbered, observed, released in order, replayed), `HeldCalls`
+`Outbox` (outbox.py: server output numbered, observed, released in order, replayed), `FastSet`
+(fastset.py: the calls forwarded before asking, and their records), `HeldCalls`
 (held.py: calls waiting for a verdict), `SelfLister` (selflist.py: the shim's own tools/list) and
 `Asking` (asking.py: questions to a person). Two kinds of
 asking meet here, and the names keep them apart: the relay *requests* a verdict (or any op) from
@@ -21,7 +22,9 @@ the original bytes. Lines that are not UTF-8 JSON, or repeat a key in an object 
 might read another message), are answered with a JSON-RPC error and never forwarded. ``initialize``,
 ``server/discover`` and a request's ``_meta`` describe the client: that goes to the daemon as a
 ``client`` op (again only when it changes). Requests are remembered by id so responses can be
-classified. A ``tools/call`` is *held*: only the daemon's ``allow`` forwards the original line;
+classified. A ``tools/call`` the daemon's fast-path set covers (fastset.py: a read whose verdict
+cannot depend on history) is forwarded at once, its record sent to bouncerd without waiting. Any
+other ``tools/call`` is *held*: only the daemon's ``allow`` forwards the original line;
 anything else answers with a ``[bouncer blocked]`` tool result and the server never sees the call (a
 ``tools/call`` without an id is dropped). A call on a server whose tools the shim has not seen
 listed (or that announced ``notifications/tools/list_changed`` since) waits while the shim lists them
@@ -53,6 +56,7 @@ from bouncer_shim import jsonrpc
 from bouncer_shim.actions import Action, Diagnose, SendClient, SendUpstream, Stop
 from bouncer_shim.asking import Asking, ClientProfile, Question
 from bouncer_shim.envelope import peek, peek_ends
+from bouncer_shim.fastset import Ask, FastSet, Record
 from bouncer_shim.held import Held, HeldCalls
 from bouncer_shim.jsonrpc import INVALID, IdKey, id_key, wire_id, wire_text
 from bouncer_shim.lines import MAX_LINE_BYTES, OversizedLine
@@ -111,6 +115,7 @@ def message_kind(method: str, params: Any) -> str | None:
 class Relay:
     __slots__ = (
         "_actions",
+        "_fast",
         "_held",
         "_lister",
         "_outbox",
@@ -131,6 +136,7 @@ class Relay:
         self.daemon_down_note: str | None = None
         self._outbox = Outbox(self._sync.request, self._actions)
         self._held = HeldCalls(self._sync.request)
+        self._fast = FastSet(self._sync)
         self._lister = SelfLister(self._sync, self._held, self._actions, self._refuse_held)
         self.asking = Asking(ask_token)
         self._profile = ClientProfile()
@@ -182,8 +188,9 @@ class Relay:
 
     @property
     def is_flushed(self) -> bool:
-        """Nothing from upstream is waiting to be released or acknowledged."""
-        return self._outbox.is_flushed
+        """Nothing from upstream is waiting to be released or acknowledged, and bouncerd has answered
+        the record of every call forwarded before asking."""
+        return self._outbox.is_flushed and not self._fast.unacked
 
     # ---- the daemon link -------------------------------------------------------------------------
 
@@ -192,7 +199,9 @@ class Relay:
         if sync.state is LinkState.DOWN:
             self._diagnose(f"reconnected to bouncerd; replaying {self._outbox.replay_count} observations")
         self._outbox.release_on_write = False  # until this daemon's hello reply says otherwise
+        self._fast.supported = False  # likewise
         sync.connected(self._profile.fields)
+        self._fast.resend()  # the records of forwarded calls first: verdicts wait for them
         self._outbox.resend()
         if sync.check_synced():
             self._request_waiting_verdicts()
@@ -202,6 +211,7 @@ class Relay:
         if self._sync.state is LinkState.DOWN:
             return
         pending = self._sync.lost()
+        self._fast.link_lost()
         self._diagnose("bouncerd is unreachable; tool calls are refused until it is back")
         self._outbox.lost()
         for entry in pending:
@@ -228,7 +238,18 @@ class Relay:
             return
         if op == "hello":
             self._outbox.daemon_releases_on_write(message.get("release_on_write") is True)
-        if op in ("verdict", "answer") and isinstance(target, Held):
+            self._fast.supported = message.get("fast_path") is True
+        if op == "fastpath" and isinstance(target, Ask):
+            if (note := self._fast.replied(target, ok, message)) is not None:
+                self._diagnose(note)
+        elif op == "forwarded" and isinstance(target, Record):
+            self._fast.recorded(target)
+            if not ok:  # the audit log misses a call that went through: refuse from now on
+                self._diagnose(f"bouncerd did not record a forwarded call ({error})")
+                self._outbox.lose_observations()
+            elif message.get("rule") == "fastpath.late":
+                self._diagnose(f"a forwarded call was recorded late: {message.get('reason')}")
+        elif op in ("verdict", "answer") and isinstance(target, Held):
             self._decided(target, message if ok else None, error)
         elif op == "observe" and isinstance(target, Output):
             if not ok:
@@ -237,18 +258,22 @@ class Relay:
             self._outbox.acked(target)
         elif op == "tools" and target is self._lister:
             self._lister.reported(ok, error)
+            self._fast.listing_answered()
         elif op == "tools":
             if not ok:
                 self._diagnose(f"bouncerd refused a tools list ({error})")
             if isinstance(target, Output):
                 self._outbox.acked(target)
+            self._fast.listing_answered()
         elif not ok:
             self._diagnose(f"bouncerd refused {op} ({error})")
         if entry.sync and self._sync.sync_replied():
             self._request_waiting_verdicts()
 
     def _request_waiting_verdicts(self) -> None:
-        """The link is up: request the verdicts of the calls held while it was not."""
+        """The link is up: request the verdicts of the calls held while it was not (and ask for the
+        fast-path set)."""
+        self._fast.link_up()
         held_calls = self._held
         for held in held_calls.take_waiting():
             if not held.dropped and not held_calls.request_verdict(held):
@@ -341,12 +366,26 @@ class Relay:
                 reason = "the call cannot be re-written without Bouncer's approval state, so it is not sent."
             else:
                 held = Held(key, request_id, line, name, arguments, retry, invalid)
+                if retry is None and invalid is None and self._forward_at_once(held):
+                    return
                 if self._lister.needed:  # the server's tools were never seen listed, or changed since
                     self._lister.wait(held, params.get("_meta"), modern=self.modern)
                 else:
                     self._hold(held)
                 return
         self._refuse(key, request_id, reason)
+
+    def _forward_at_once(self, held: Held) -> bool:
+        """A call the fast-path set covers goes upstream now, its record to bouncerd without waiting
+        (fastset.py); False: it waits for its verdict."""
+        if self._sync.state is not LinkState.UP or self._lister.needed:
+            return False
+        if not self._fast.allows(held.tool, held.arguments):
+            return False
+        if not self._fast.record(held.request_id, held.line, held.tool, held.arguments):
+            return False
+        self._actions.append(SendUpstream(held.line))
+        return True
 
     def _link_refusal(self) -> str | None:
         """Why no verdict can be had now (observations lost, the daemon down), or None."""
@@ -532,6 +571,7 @@ class Relay:
                     return
                 if method == "notifications/tools/list_changed":
                     self._lister.tools.stale()  # the next call lists again (and sees what changed)
+                    self._fast.drop()
                 out.kind = "request" if "id" in message else "notification"
                 out.method = wire_text(method)
                 out.request_id = wire_id(message.get("id"))

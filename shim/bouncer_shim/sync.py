@@ -6,8 +6,10 @@ Every request to bouncerd goes through `LinkSync.request`: it gets the next id, 
 `SendDaemon` frame, and is remembered (`Pending`: the op, what it is about, whether it is part of the
 resync) until `replied` hands its reply's entry back to the relay. Requests are pipelined: none waits
 for another's reply, and replies may come in any order. A request msgpack cannot carry sends nothing
-and uses no id. Every request but a verdict should be answered within milliseconds (a verdict may
-wait for a person): `awaiting_acks` tells the pump whether one is outstanding.
+and uses no id. Every request but a verdict and a ``fastpath`` should be answered within
+milliseconds (a verdict may wait for a person, a ``fastpath`` request waits until the set changes):
+`awaiting_acks` tells the pump whether one is outstanding. `tools_sent` counts the tools lists
+reported (a fast-path set is good for one count), `tools_unanswered` those not answered yet.
 
 The link has four states (`LinkState`):
 
@@ -33,6 +35,11 @@ from bouncerd import wire
 
 # Tools remembered from the last tools/list (all its pages) to resend after a reconnect.
 MAX_REMEMBERED_TOOLS: Final = 10_000
+
+
+# Requests whose replies may take long: a verdict may wait for a person, a fastpath request waits
+# in the daemon until the set changes. The others should be answered within milliseconds.
+_LONG_OPS: Final = frozenset({"verdict", "fastpath"})
 
 
 class LinkState(enum.Enum):
@@ -69,6 +76,8 @@ class LinkSync:
         "_sync_left",
         "_tools",
         "state",
+        "tools_sent",
+        "tools_unanswered",
     )
 
     def __init__(self, hello: Mapping[str, Any], actions: list[Action]) -> None:
@@ -78,6 +87,8 @@ class LinkSync:
         self._tools: list[Any] | None = None  # the last tools list, to resend after a reconnect
         self._next_rid = 0
         self._pending: dict[int, Pending] = {}
+        self.tools_sent = 0  # tools lists reported, ever (a fast-path set is only good for one count)
+        self.tools_unanswered = 0  # tools lists reported on this connection and not answered yet
         self._acks_pending = 0  # entries of _pending that are not verdicts
         self._sync_left = 0  # sync requests not yet answered
 
@@ -94,8 +105,11 @@ class LinkSync:
             return False
         self._next_rid += 1
         self._pending[rid] = Pending(op, target, sync)
-        if op != "verdict":
+        if op not in _LONG_OPS:
             self._acks_pending += 1
+        if op == "tools":
+            self.tools_sent += 1
+            self.tools_unanswered += 1
         if sync:
             self._sync_left += 1
         self._actions.append(SendDaemon(frame))
@@ -104,8 +118,10 @@ class LinkSync:
     def replied(self, rid: Any) -> Pending | None:
         """The request a reply with id `rid` answers (forgotten now), or None if it answers nothing."""
         entry = self._pending.pop(rid, None) if isinstance(rid, int) else None
-        if entry is not None and entry.op != "verdict":
+        if entry is not None and entry.op not in _LONG_OPS:
             self._acks_pending -= 1
+        if entry is not None and entry.op == "tools":
+            self.tools_unanswered -= 1
         return entry
 
     def remember_tools(self, tools: list[Any], paged: bool) -> list[Any]:
@@ -142,5 +158,6 @@ class LinkSync:
         pending, self._pending = self._pending, {}
         self.state = LinkState.DOWN
         self._acks_pending = 0
+        self.tools_unanswered = 0
         self._sync_left = 0
         return list(pending.values())

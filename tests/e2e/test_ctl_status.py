@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from bouncerctl.app import main
+from bouncerctl.common import NOT_RUNNING_NEXT
 from click.testing import CliRunner
 
 from bouncerd.client import Client
@@ -109,14 +110,16 @@ def test_status_text_names_live_sessions_by_client_and_pid_and_counts_ended_ones
     assert [row.split()[1] for row in servers] == ["connected", "gone"]
 
 
-def test_status_without_a_daemon_says_so_in_one_line_and_exits_3() -> None:
+def test_status_without_a_daemon_says_so_and_what_to_do_next_and_exits_3() -> None:
     home = Path(tempfile.mkdtemp(prefix="b", dir="/tmp"))
     env = {**os.environ, "BOUNCER_HOME": str(home)}
     done = _ctl(env, "status")
     home.rmdir()  # still empty: asking for status creates nothing
     assert done.returncode == 3
     assert done.stdout == ""
-    assert done.stderr == f"bouncerd is not running (no socket at {home / 'run' / 'bouncerd.sock'})\n"
+    first, *rest = done.stderr.splitlines()
+    assert first == f"bouncerd is not running (no socket at {home / 'run' / 'bouncerd.sock'})"
+    assert rest == [NOT_RUNNING_NEXT]  # and what a newcomer does next
 
 
 def test_status_reads_bouncer_home_at_call_time(daemon: Any) -> None:

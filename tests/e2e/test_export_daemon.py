@@ -77,9 +77,12 @@ class OtlpReceiver:
 
         received: list[Any] = []
         self.records = received
+        headers: list[dict[str, str]] = []
+        self.headers = headers  # each request's HTTP headers, names in lower case
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                headers.append({k.lower(): v for k, v in self.headers.items()})
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 request = logs_service_pb2.ExportLogsServiceRequest()
                 request.ParseFromString(body)

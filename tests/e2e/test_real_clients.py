@@ -82,7 +82,8 @@ class Sandbox:
     def env(self, **extra: str) -> dict[str, str]:
         return {
             "HOME": str(self.home),
-            "PATH": os.environ["PATH"],
+            # a project file names the shim by its command name: the client finds it on PATH
+            "PATH": f"{SHIM.parent}{os.pathsep}{os.environ['PATH']}",
             "BOUNCER_HOME": str(self.daemon.home),
             "BOUNCER_NO_AUTOSTART": "1",
             "BOUNCER_NO_NOTIFY": "1",
@@ -138,7 +139,7 @@ def test_claude_code_lists_the_wrapped_server_connected(sandbox: Sandbox) -> Non
     out = listed.stdout + listed.stderr
     assert listed.returncode == 0, out
     (line,) = [line for line in out.splitlines() if line.startswith("fs:")]
-    assert f"{SHIM} --name fs -- {FILESYSTEM}" in line
+    assert f"{SHIM.name} --name fs -- {FILESYSTEM}" in line and str(SHIM) not in line  # no machine path
     assert "✔ Connected" in line, out
     assert "warning" not in out.lower() and "invalid" not in out.lower(), out
     sandbox.init("--client", "claude-code", "--undo")
@@ -159,7 +160,7 @@ def test_gemini_cli_lists_the_wrapped_server_connected_without_a_configuration_w
     assert listed.returncode == 0, out
     assert "Invalid configuration" not in out and "Unrecognized key" not in out, out
     (line,) = [line for line in out.splitlines() if "fs:" in line]
-    assert f"{SHIM} --name fs -- {FILESYSTEM}" in line
+    assert f"{SHIM.name} --name fs -- {FILESYSTEM}" in line and str(SHIM) not in line  # no machine path
     assert line.rstrip().endswith("Connected") and "Disconnected" not in line, out
     sandbox.init("--client", "gemini", "--undo")
     assert config.read_text() == text

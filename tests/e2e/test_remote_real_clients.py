@@ -58,7 +58,7 @@ def test_claude_code_connects_to_a_remote_entry_wrapped_through_the_bridge(sandb
         out = listed.stdout + listed.stderr
         assert listed.returncode == 0, out
         (line,) = [line for line in out.splitlines() if line.startswith("mail:")]
-        assert f"{SHIM} --name mail --url {url}" in line, out
+        assert f"{SHIM.name} --name mail --url {url}" in line and str(SHIM) not in line, out  # project file
         assert "✔ Connected" in line, out
         assert KEY not in config.read_text()
         sandbox.init("--client", "claude-code", "--undo")
@@ -79,7 +79,7 @@ def test_gemini_cli_connects_to_a_remote_entry_wrapped_through_the_bridge(sandbo
         assert listed.returncode == 0, out
         assert "Invalid configuration" not in out and "Unrecognized key" not in out, out
         (line,) = [line for line in out.splitlines() if "mail:" in line]
-        assert f"{SHIM} --name mail --url {url}" in line, out
+        assert f"{SHIM.name} --name mail --url {url}" in line and str(SHIM) not in line, out  # project file
         assert line.rstrip().endswith("Connected") and "Disconnected" not in line, out
         sandbox.init("--client", "gemini", "--undo")
         assert config.read_text() == text

@@ -7,7 +7,8 @@ measures the laid-out DOM. (The pack itself has no script; nothing is added to i
 The assertions are on what Chromium laid out: nothing wider than the viewport, every nav link on
 screen, the look-alike destination flagged with its codepoints in a box that has a size, terms
 defined, findings ranked, and a timeline with more than one bar. A screenshot of each width is kept
-beside the test's temporary files for a person to look at. Skipped, saying why, without chromium.
+beside the test's temporary files for a person to look at. Skipped, saying why, without chromium (a
+failure in CI: scripts/setup installs it, see tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -114,7 +115,10 @@ def _page(tmp_path: Path) -> str:
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
     """The measured DOM at each width (and a screenshot beside the page, for a person to look at)."""
     if CHROMIUM is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium); the pack is not rendered")
+        pytest.skip(
+            "chromium is not installed (scripts/setup installs Debian's chromium where it can: as root "
+            "with apt-get); the pack is not rendered"
+        )
     tmp = tmp_path_factory.mktemp("pack")
     page = tmp / "pack.html"
     text = _page(tmp)

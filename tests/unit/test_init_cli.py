@@ -21,6 +21,8 @@ from bouncerctl import mcpconfig as mc
 from bouncerctl.app import main
 from click.testing import CliRunner, Result
 
+from bouncerd.paths import resolve
+
 FIXTURES = Path(__file__).parent / "fixtures" / "mcpconfigs"
 
 LAYOUT = {
@@ -38,12 +40,17 @@ class Home:
     root: Path
     project: Path
     shim: Path
+    state: Path  # Bouncer's state directory, where init keeps its backups
 
     def path(self, relative: str) -> Path:
         return self.root / relative
 
     def backups(self) -> list[Path]:
-        return sorted(self.root.rglob("*.bouncer-*.bak"))
+        assert not list(self.root.rglob("*.bak")), "a backup beside a config (a file someone commits)"
+        return sorted(self.state.glob("init-backups/*.bouncer-*.bak"))
+
+    def backup_of(self, path: Path) -> list[Path]:
+        return sorted(self.state.glob(f"init-backups/{path.name}.*.bouncer-*.bak"))
 
     def unchanged(self) -> bool:
         return all(
@@ -67,7 +74,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     monkeypatch.setenv("BOUNCER_HOME", str(tmp_path / "bouncer"))  # init's undo records go here
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     monkeypatch.chdir(root / "project")
-    yield Home(root, root / "project", shim)
+    yield Home(root, root / "project", shim, resolve({"BOUNCER_HOME": str(tmp_path / "bouncer")}).state)
 
 
 def run(home: Home, *args: str, input: str | None = None) -> Result:
@@ -99,7 +106,7 @@ def test_yes_wraps_every_client_and_keeps_a_backup_of_each(home: Home) -> None:
     assert len(home.backups()) == len(LAYOUT)
     for relative, name in LAYOUT.items():
         path = home.path(relative)
-        (backup,) = path.parent.glob(f"{path.name}.bouncer-*.bak")
+        backup = next(b for b in home.backup_of(path) if b.read_bytes() == (FIXTURES / name).read_bytes())
         assert backup.read_bytes() == (FIXTURES / name).read_bytes()
         assert path.read_bytes() != backup.read_bytes()
     cursor = json.loads(home.path(".cursor/mcp.json").read_text())["mcpServers"]["github"]
@@ -117,7 +124,7 @@ def test_yes_wraps_every_client_and_keeps_a_backup_of_each(home: Home) -> None:
 def test_written_file_keeps_its_mode_and_backup_is_as_private(home: Home) -> None:
     assert run(home, "--yes", "--client", "claude-code").exit_code == 0
     assert stat.S_IMODE(home.path(".claude.json").stat().st_mode) == 0o600
-    (backup,) = home.root.glob(".claude.json.bouncer-*.bak")
+    (backup,) = home.backup_of(home.path(".claude.json"))
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
 
 
@@ -150,7 +157,8 @@ def test_remote_servers_are_wrapped_through_the_bridge_not_left_ungated(home: Ho
     assert "skipped:" in result.stdout and 'broken: no "command"' in result.stdout
     mcp = json.loads(home.path("project/.mcp.json").read_text())
     sentry = mcp["mcpServers"]["sentry"]
-    assert (sentry["type"], sentry["command"]) == ("stdio", str(home.shim))
+    # a project file teams commit: the shim by its command name, not this machine's path
+    assert (sentry["type"], sentry["command"]) == ("stdio", mc.SHIM_NAME)
     assert sentry["args"] == [
         "--name",
         "sentry",
@@ -242,7 +250,7 @@ def test_symlinked_config_is_written_through_and_stays_a_link(home: Home) -> Non
     assert run(home, "--yes", "--client", "cursor").exit_code == 0
     assert link.is_symlink()
     assert "bouncer-shim" in real.read_text()
-    assert list(real.parent.glob("mcp.json.bouncer-*.bak"))
+    assert home.backup_of(real)
 
 
 def test_answering_no_leaves_the_file_alone(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -312,6 +320,13 @@ def test_every_known_location_is_under_home_or_the_project(tmp_path: Path) -> No
         "windsurf": ["h/.codeium/windsurf/mcp_config.json"],
         "gemini": ["p/.gemini/settings.json", "h/.gemini/settings.json"],
         "codex": ["h/.codex/config.toml"],
+        "zed": ["p/.zed/settings.json", "x/zed/settings.json"],
+        "cline": [
+            "x/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+            "h/Library/Application Support/Code/User/globalStorage/saoudrizwan.claude-dev/settings/"
+            "cline_mcp_settings.json",
+        ],
+        "lmstudio": ["h/.lmstudio/mcp.json"],
     }
 
 

@@ -77,7 +77,8 @@ def test_gemini_entry_gets_no_unknown_key_and_undo_is_byte_identical(env: Env) -
     assert stat.S_IMODE(record.stat().st_mode) == 0o600
     assert stat.S_IMODE(record.parent.stat().st_mode) == 0o700
     assert env.run("--client", "gemini", "--yes").exit_code == 0  # idempotent: nothing to do
-    assert len(list(path.parent.glob("*.bak"))) == 1
+    assert not list(path.parent.glob("*.bak"))  # no backup beside the config
+    assert len(list(record.parent.parent.glob("init-backups/settings.json.*.bak"))) == 1
     result = env.run("--client", "gemini", "--undo", "--yes")
     assert result.exit_code == 0, result.output
     assert path.read_bytes() == GEMINI.encode()

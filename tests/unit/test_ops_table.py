@@ -34,6 +34,7 @@ def test_fields_check_request_insists_on_are_required_in_the_type() -> None:
         "observe_text": {"tool", "text"},
         "check_builtin": {"tool", "input"},
         "tools": {"tools"},
+        "forwarded": {"tool", "arguments", "epoch", "seq"},
         "pins_accept": {"server"},
         "approve_show": {"code"},
         "approve": {"code"},

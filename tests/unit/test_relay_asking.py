@@ -143,7 +143,15 @@ def test_elicitation_is_valid_for_the_version_and_the_call_waits_for_the_person(
     legacy.JSONRPCRequest.model_validate(question)
     params = question["params"]
     assert params["message"] == QUESTION
-    assert params["requestedSchema"]["properties"]["choice"]["enum"] == ["once", "session", "always", "deny"]
+    choice = params["requestedSchema"]["properties"]["choice"]
+    values = ["once", "session", "always", "deny"]
+    if version == "2025-11-25":  # the specification's titled enum, not the legacy enumNames
+        assert "enumNames" not in choice and "enum" not in choice
+        assert [o["const"] for o in choice["oneOf"]] == values
+        assert all(o["title"] for o in choice["oneOf"])
+    else:  # 2025-06-18 has no titled enum: its own form of one
+        assert "oneOf" not in choice
+        assert choice["enum"] == values and len(choice["enumNames"]) == len(values)
     assert ("mode" in params) == (version == "2025-11-25")
     assert rig.to_upstream == [] and len(rig.to_client) == 1  # held: nothing upstream, no refusal yet
 

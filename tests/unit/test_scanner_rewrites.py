@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import fold, tokens
+from bouncerd.core import fold, shapes, tokens
 
 # ---- fold._as_text: unprintable characters counted with one byte pass, not a regex ------------------
 
@@ -73,7 +73,7 @@ def test_a_short_string_skipped_by_the_fast_path_has_no_keys(text: str) -> None:
     folded = text.lower()
     out: set[str] = set()
     tokens.keys_in(folded, out)
-    full = sorted(k for k in out if len(k) >= tokens.MIN_KEY_CHARS)
+    full = sorted(k for k in out if len(k) >= shapes.MIN_KEY_CHARS)
     tokens._short_keys.cache_clear()
     assert sorted(tokens.key_tuple(text)) == full
 

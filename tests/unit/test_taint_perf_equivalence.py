@@ -20,7 +20,7 @@ from urllib.parse import quote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import fold, taint, tokens
+from bouncerd.core import fold, shapes, taint, tokens
 from bouncerd.core.model import Provenance
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -170,7 +170,7 @@ _READING_TRIGGERS = re.compile(
     r"[%&\\=\[({<]|xn--| dot | @ |hxxp|h\*\*p|[A-Za-z0-9+/_-]{" + str(fold.MIN_BASE64_RUN) + "}",
     re.IGNORECASE,
 )
-_PHONE = re.compile(rb"0[0 .\-/]{%d,}0" % (tokens.PHONE_MIN_DIGITS - 2))
+_PHONE = re.compile(rb"0[0 .\-/]{%d,}0" % (shapes.PHONE_MIN_DIGITS - 2))
 _PLATFORM_ID = re.compile(rb"(?:(?<=[ @#:w])|(?<![\x00-\xff]))a0[a0]{7,10}(?![a0@+\-]|[.:][a0])")
 _ANCHORS = (
     re.compile(rb"@[^ ]"),
@@ -183,7 +183,7 @@ _HEX_COLOR = re.compile(r"#(?:[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})")
 
 def ref_segments(path: str) -> list[str]:
     if "%" in path:
-        path = tokens.unquote(path, errors="replace")
+        path = shapes.unquote(path, errors="replace")
     out: list[str] = []
     for seg in path.split("/"):
         if seg == "..":
@@ -194,7 +194,7 @@ def ref_segments(path: str) -> list[str]:
     return out
 
 
-def ref_url_keys(got: tokens.UrlKeys | None, out: set[str]) -> None:
+def ref_url_keys(got: shapes.UrlKeys | None, out: set[str]) -> None:
     if got is not None:
         out.update(got.all())
         tokens._code_host_repo(got, out)
@@ -210,22 +210,22 @@ def ref_chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> Non
     if "@" in chunk:
         m = tokens._EMAIL_FULL.fullmatch(chunk)
         if m is not None:
-            key = tokens.email_key(m.group(1), m.group(2))
+            key = shapes.email_key(m.group(1), m.group(2))
             if key is not None:
                 out.add(key)
                 return
         for m in tokens._EMAIL.finditer(chunk):
-            key = tokens.email_key(m.group(1), m.group(2))
+            key = shapes.email_key(m.group(1), m.group(2))
             if key is not None:
                 out.add(key)
         m = tokens._SCP_GIT.fullmatch(chunk)
-        if m is not None and m.group(1) in tokens.CODE_HOSTS and tokens.repo_key(m.group(2)):
+        if m is not None and m.group(1) in shapes.CODE_HOSTS and shapes.repo_key(m.group(2)):
             out.add(m.group(2))
     if "//" in chunk and ("://" in chunk or chunk.startswith("//")):
-        whole = tokens.URL.fullmatch(chunk)
-        for m in [whole] if whole is not None else tokens.URL.finditer(chunk):
+        whole = shapes.URL.fullmatch(chunk)
+        for m in [whole] if whole is not None else shapes.URL.finditer(chunk):
             ref_url_keys(
-                tokens.url_keys(m.group(1) or "", m.group(2), m.group(3), m.group(4), m.group(5), m.group(6)),
+                shapes.url_keys(m.group(1) or "", m.group(2), m.group(3), m.group(4), m.group(5), m.group(6)),
                 out,
             )
         if (
@@ -235,15 +235,15 @@ def ref_chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> Non
         ):
             return
     else:
-        if tokens.repo_key(chunk):
+        if shapes.repo_key(chunk):
             out.add(chunk)
         m = tokens._IPV6.fullmatch(text[a:b].strip(tokens._IP_EDGE))
         ipv6 = m.group(0) if m is not None and text.count(":", a, b) >= 2 else ""
         if 0 < len(ipv6) <= tokens.IPV6_MAX_CHARS and re.search(r"\d", ipv6):
-            out.update(tokens.ipv6_keys(ipv6))
+            out.update(shapes.ipv6_keys(ipv6))
     if "." in chunk:
-        for m in tokens.HOSTPATH.finditer(chunk):
-            got = tokens.url_keys("", m.group(1), m.group(2), m.group(3) or "", m.group(4), m.group(5))
+        for m in shapes.HOSTPATH.finditer(chunk):
+            got = shapes.url_keys("", m.group(1), m.group(2), m.group(3) or "", m.group(4), m.group(5))
             if got is None:
                 continue
             ref_url_keys(got, out)
@@ -254,7 +254,7 @@ def ref_chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> Non
                 and mask[a - 5 : a - 4] in (b"a", b"0")
             ):
                 start = mask.rfind(b" ", 0, a - 4) + 1
-                key = tokens.email_key(text[start : a - 4], got.hosts[0])
+                key = shapes.email_key(text[start : a - 4], got.hosts[0])
                 if key is not None:
                     out.add(key)
     for m in tokens._HANDLE.finditer(chunk):
@@ -272,7 +272,7 @@ def ref_numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
             continue
         if a > 0 and mask[a - 1] == ord("+"):
             a -= 1
-        out.update(tokens.phone_keys(text[a:b]))
+        out.update(shapes.phone_keys(text[a:b]))
     for needle in (b"0000 0000", b"00000000"):
         i = mask.find(needle)
         while i >= 0:
@@ -286,7 +286,7 @@ def ref_numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
                 continue
             a, b = iban.start(), iban.end()
             if not ((a > 0 and mask[a - 1] in b"a0w") or (b < n and mask[b] in b"a0w")):
-                key = tokens.iban_shaped_key(text[a:b])
+                key = shapes.iban_shaped_key(text[a:b])
                 if key is not None:
                     out.add(key)
             i = mask.find(needle, max(b, i + len(needle)))
@@ -302,7 +302,7 @@ def ref_platform_ids(text: str, mask: bytes, out: set[str]) -> None:
 
 
 def ref_keys_in(text: str, out: set[str]) -> None:
-    if len(text) < tokens.MIN_KEY_CHARS:
+    if len(text) < shapes.MIN_KEY_CHARS:
         return
     mask = text.encode("ascii", "replace").translate(tokens._MASK)
     if b"C" in mask:
@@ -338,11 +338,11 @@ def ref_keys_in(text: str, out: set[str]) -> None:
         a = mask.rfind(b" ", 0, m.start()) + 1
         b = mask.find(b" ", m.start())
         chunk = text[a : len(mask) if b < 0 else b].strip(tokens._EDGE)
-        if tokens.repo_key(chunk):
+        if shapes.repo_key(chunk):
             out.add(chunk)
     tokens._unc_keys(text, mask, out)
     ref_platform_ids(text, mask, out)
-    if b"00" in mask and mask.count(b"0") >= tokens.PHONE_MIN_DIGITS:
+    if b"00" in mask and mask.count(b"0") >= shapes.PHONE_MIN_DIGITS:
         ref_numeric_keys(text, mask, out)
 
 
@@ -356,14 +356,14 @@ def ref_text_keys(text: str) -> set[str]:
         folded = text.lower()
         if "@" in folded and " " not in folded:
             m = tokens._EMAIL_FULL.fullmatch(folded)
-            key = tokens.email_key(m.group(1), m.group(2)) if m is not None else None
+            key = shapes.email_key(m.group(1), m.group(2)) if m is not None else None
             if key is not None:  # (not one as written, `eve@evil.example_`: read by the tokenizer)
-                return {key} if len(key) >= tokens.MIN_KEY_CHARS else out
+                return {key} if len(key) >= shapes.MIN_KEY_CHARS else out
         ref_keys_in(folded, out)
     else:
         for view in ref_views(text):
             ref_keys_in(view, out)
-    return {k for k in out if len(k) >= tokens.MIN_KEY_CHARS}
+    return {k for k in out if len(k) >= shapes.MIN_KEY_CHARS}
 
 
 # ---- references: extraction and the index ----------------------------------------------------------
@@ -387,7 +387,7 @@ class RefCollector:
                 parties.setdefault(taint._object_of(field), set()).update(ref_text_keys(text))
         out: dict[str, Provenance] = {}
         for text, field, identity in self.sightings:
-            found = (*ref_text_keys(text), *tokens.exact_url_keys(text))  # wide keys, then narrow URL ones
+            found = (*ref_text_keys(text), *shapes.exact_url_keys(text))  # wide keys, then narrow URL ones
             if identity:
                 if len(text) > taint.MAX_IDENTITY_VALUE_CHARS:
                     identity = False
@@ -535,7 +535,7 @@ def test_gates_and_decoders_match_their_plain_forms(text: str) -> None:
     assert fold._any_marker_gate(text) == any(gate in text for gate, _ in fold._MARKERS)
     assert taint._whole_value(text) == " ".join(fold.fold(text).split())
     assert taint._header_block(text) == ref_header_block(text)
-    assert tokens._segments(text) == ref_segments(text)
+    assert shapes._segments(text) == ref_segments(text)
     for needle, rare in (("=?", 0), (" @ ", 1), ("hxxp", 1), ("xn--", 0), ("://", 0)):
         assert fold.contains(text, needle, rare) == (needle in text)
 

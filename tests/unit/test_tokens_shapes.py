@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bouncerd.core import taint, tokens
+from bouncerd.core import shapes, taint, tokens
 
 SRC = taint.Source(server="inbox", tool="read_message", request_id=3, ts=100.0)
 
@@ -64,13 +64,13 @@ IBANS = {
 @pytest.mark.parametrize(("written", "key"), IBANS.values(), ids=IBANS.keys())
 def test_payment_to_an_attacker_iban_that_fails_its_checksum_is_refused(written: str, key: str) -> None:
     check_planted("recipient", written, {key}, written)
-    assert tokens.iban_shaped_key(written) == key
+    assert shapes.iban_shaped_key(written) == key
 
 
 def test_iban_key_still_checks_the_checksum_for_callers_that_need_a_real_account() -> None:
-    assert tokens.iban_key("US133000000121212121212") is None
-    assert tokens.iban_key("DE89 3704 0044 0532 0130 00") == "de89370400440532013000"
-    assert tokens.iban_shaped_key("DE89 3704 0044 0532 0130 00") == "de89370400440532013000"
+    assert shapes.iban_key("US133000000121212121212") is None
+    assert shapes.iban_key("DE89 3704 0044 0532 0130 00") == "de89370400440532013000"
+    assert shapes.iban_shaped_key("DE89 3704 0044 0532 0130 00") == "de89370400440532013000"
 
 
 # ---- 2. platform ids without a sigil ---------------------------------------------------------------
@@ -167,9 +167,9 @@ def test_ip_forms_agree_with_the_whatwg_url_standard() -> None:
         "4294967295": "255.255.255.255",
     }
     for host, dotted in expected.items():
-        assert tokens.ipv4_number_host(host) == dotted, host
+        assert shapes.ipv4_number_host(host) == dotted, host
     for host in ("4294967296", "09.1.1.1", "1.2.3.4.5", "256.1", "0xg.1", "1..1", "localhost"):
-        assert tokens.ipv4_number_host(host) is None, host
+        assert shapes.ipv4_number_host(host) is None, host
     ipv6 = {
         "[0:0:0:0:0:0:0:0]": "[::]",
         "[1:0:0:1:0:0:0:1]": "[1:0:0:1::1]",
@@ -179,8 +179,8 @@ def test_ip_forms_agree_with_the_whatwg_url_standard() -> None:
         "[fe80::]": "[fe80::]",
     }
     for literal, key in ipv6.items():
-        assert tokens.ipv6_keys(literal)[0] == key, literal
-    assert tokens.ipv6_keys("[1::2::3]") == []
+        assert shapes.ipv6_keys(literal)[0] == key, literal
+    assert shapes.ipv6_keys("[1::2::3]") == []
 
 
 # ---- 6. UNC paths and smb/file hosts ---------------------------------------------------------------
@@ -264,5 +264,5 @@ def test_hostile_number_host_or_iban_run_cannot_break_indexing() -> None:
     # int() refuses decimal strings of more than 4300 digits: a number host must be cut off before it
     text = "http://" + "1" * 5000 + "/x 0x" + "0" * 5000 + "1 " + "DE89" + "0" * 5000
     assert taint.extract(free_text(text), SRC)  # indexed, without an error
-    assert tokens.ipv4_number_host("0" * 6000 + "1") == "0.0.0.1"
-    assert tokens.ipv4_number_host("1" * 11) is None
+    assert shapes.ipv4_number_host("0" * 6000 + "1") == "0.0.0.1"
+    assert shapes.ipv4_number_host("1" * 11) is None

@@ -475,7 +475,11 @@ TRY_AFTER = (
     ("bouncerctl status", "the daemon, what needs review, the session"),
     ("bouncerctl pins show helpdesk", "the rug-pulled tool and its diff"),
     ("bouncerctl tail -n 20", "every verdict, one line each"),
-    ("bouncerctl pins accept helpdesk export_customers", "trust the new description"),
+    (
+        "bouncerctl pins accept helpdesk export_customers",
+        "how a description you have read and agree with is trusted; never this one: its change is the "
+        "demo's injection (it tells the agent to leak every customer), so in real use you would not",
+    ),
     ("bouncerctl report -o pack.html", "the review pack, again"),
 )
 

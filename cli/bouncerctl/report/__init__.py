@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import tempfile
 from pathlib import Path
 
 import click
@@ -22,6 +21,7 @@ from bouncerctl.report import html, markdown
 from bouncerctl.report.build import Aggregator, read_log
 from bouncerctl.report.review import build_pack
 from bouncerctl.report.sources import ToolsFileError, gather
+from bouncerd.atomicfile import write_atomically
 from bouncerd.auditfiles import chain_files
 from bouncerd.paths import resolve
 
@@ -56,16 +56,7 @@ class When(click.ParamType):  # type: ignore[type-arg]  # generic only from clic
 
 def _write(path: Path, text: str) -> None:
     """Replace `path` whole (a reader never sees half a report)."""
-    path = path.absolute()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path.absolute(), text.encode("utf-8"), mode=0o644)
 
 
 @click.command()

@@ -272,10 +272,16 @@ def _tool_findings(t: _Tool) -> list[Finding]:
     return out
 
 
+def _reads_only(rule: ToolRule) -> bool:
+    """Neither sends, writes nor deletes: a tool the pack may call read-only without contradicting a
+    finding of its own (a writer keeps its "writes without confinement" and its own fallback finding)."""
+    return not (rule.exfiltrating or rule.write_params or rule.deletion)
+
+
 def _group_read_only(findings: list[Finding], tools: list[_Tool]) -> list[Finding]:
     """One finding per server for its read-only tools that only the fallback covers, instead of one
     medium finding each (five of them buried the one high)."""
-    read_only = {t.subject for t in tools if _fallback_only(t.rule) and not t.rule.exfiltrating}
+    read_only = {t.subject for t in tools if _fallback_only(t.rule) and _reads_only(t.rule)}
     out = [f for f in findings if not (f.title == FALLBACK_TITLE and f.subject in read_only)]
     by_server: dict[str, list[_Tool]] = {}
     for t in tools:
