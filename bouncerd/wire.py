@@ -20,16 +20,19 @@ Every request carries ``op`` and a request ``id`` (a non-negative int, unique pe
 chosen by the sender so requests can be pipelined). Every reply carries the same ``id`` and
 ``ok`` (bool); a failed reply carries ``error: {code, message}``. Replies may arrive in any order.
 
-The first request on a connection must be ``hello``. The ops and their fields are listed in
-`OPS`; `check_request` validates a request against it, so the daemon never reads a field whose
-type it did not check.
+The first request on a connection must be ``hello``. Every op is one row of `OP_TABLE`: its request
+type (a TypedDict), the roles that may send it, how the daemon orders it among a connection's
+requests, and whether it may read taint. `check_request` validates a request against the fields,
+types, Literal values and required keys read off its request type, so the daemon never reads a field
+whose type it did not check.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from typing import Any, Final, NotRequired, TypedDict
+from types import UnionType
+from typing import Any, Final, Literal, NotRequired, TypedDict, Union, get_args, get_origin, get_type_hints
 
 import msgpack
 
@@ -52,120 +55,21 @@ BLOB_MIN_BYTES: Final = 64 * 1024
 # Roles a peer may claim in hello. The daemon trusts the uid (checked by the kernel), not the role:
 # the role only selects which ops make sense on the connection.
 ROLES: Final = frozenset({"shim", "ctl", "hook"})
+Role = Literal["shim", "ctl", "hook"]
 
-# op -> {field: allowed python types}. Fields not listed are refused (a typo in a peer is a bug we
-# want to see, not a silently ignored key). A type of `None` in the tuple means the field may be nil.
-_STR = (str,)
-_INT = (int,)
-_OPT_STR = (str, type(None))
-_MAP = (dict,)
-_OPT_MAP = (dict, type(None))
-_OPT_BOOL = (bool, type(None))
-_LIST = (list,)
-_ID = (str, int, type(None))  # a JSON-RPC id: string, number, or absent
+# What a `verdict` judges: a tools/call, or another request that carries the agent's data upstream:
+# resources/read and resources/subscribe ("resource"), prompts/get ("prompt"), completion/complete
+# ("completion"), any other request with params ("message"), the client's answer to a server's sampling
+# or elicitation request ("answer": `tool` is the server's method, `arguments` the result).
+VerdictKind = Literal["tool", "resource", "prompt", "completion", "message", "answer"]
+VERDICT_KINDS: Final = get_args(VerdictKind)
+ObserveKind = Literal["result", "error", "notification", "request", "other"]
+OBSERVE_KINDS: Final = frozenset(get_args(ObserveKind))
 
-OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {
-    # First message of every connection.
-    "hello": {
-        "version": _INT,
-        "role": _STR,
-        "session": _OPT_STR,  # session key (shim, hook); ctl sends nil
-        "server": _OPT_STR,  # the shim's --name
-        "upstream": _LIST,  # the upstream argv (list of str)
-        "policy_path": _OPT_STR,  # the shim's --policy, absolute
-        "instance": _OPT_STR,  # random per shim process; replayed observations are deduplicated by it
-        "pid": _INT,
-        "client_pid": _INT,
-        # hook: session keys of the hook's ancestors, nearest first, up to the client; the daemon
-        # picks the first known session (see bouncerd/server/hooks.py)
-        "candidates": (list, type(None)),
-    },
-    # What the MCP client said about itself (initialize or server/discover or per-request _meta).
-    "client": {
-        "name": _OPT_STR,
-        "version": _OPT_STR,
-        "protocol": _OPT_STR,
-        "capabilities": _OPT_MAP,
-    },
-    # A tools/list result from upstream (for pinning). Reply: {"changed": [names], "unpinned": [names]}.
-    "tools": {"tools": _LIST},
-    # One tools/call the client wants to make. Reply: see `verdict_reply`.
-    "verdict": {
-        "request_id": _ID,
-        # The id's exact JSON text (ASCII), for the audit log: `request_id` is nil for ids msgpack
-        # cannot carry (floats, integers past 64 bits, strings with lone surrogates).
-        "request_id_json": _OPT_STR,
-        "tool": _STR,
-        "arguments": _MAP,
-        # A 2026-07-28 retry: the requestState of the ask and the client's ElicitResult {action, content}.
-        "request_state": _OPT_STR,
-        "input_response": _OPT_MAP,
-        # Set by the shim when the call cannot be checked (its arguments are not a JSON object): the
-        # daemon denies it without deciding, so the refusal is audited like any other. `arguments`
-        # is then {}.
-        "invalid": _OPT_STR,
-        # Absent or "tool" for a tools/call. Another request that carries data upstream (VERDICT_KINDS)
-        # is judged too: `tool` is then its method and `arguments` its params.
-        "kind": _OPT_STR,
-        # A 2026-07-28 retry's inputResponses for the upstream's own input requests (the client's data
-        # going upstream with the call): judged with it.
-        "answers": _OPT_MAP,
-    },
-    # The calls the shim may forward before it asks (docs/how-it-works.md, "Decided before it is
-    # asked"): `holding` is the epoch of the set it holds (nil: none; an acknowledged withdrawal).
-    # Reply {"epoch": n, "tools": {tool: [argument names]}}, or tools nil: withdrawn. A request the
-    # set does not change for waits for the next change; a newer request supersedes a waiting one.
-    "fastpath": {"holding": (int, type(None))},
-    # The verdict record of a call the shim forwarded under the set of epoch `epoch` (`seq`: per shim
-    # instance, increasing). Judged and audited as a verdict is; replayed after a reconnect until
-    # answered. Reply: see `verdict_reply`.
-    "forwarded": {
-        "request_id": _ID,
-        "request_id_json": _OPT_STR,
-        "tool": _STR,
-        "arguments": _MAP,
-        "epoch": _INT,
-        "seq": _INT,
-    },
-    # What a person answered to an elicitation (docs/dev/approvals-protocol.md). Reply: a verdict reply.
-    "answer": {"request_id": _ID, "code": _STR, "action": _STR, "choice": _OPT_STR},
-    # One upstream output. `seq` is per shim instance, increasing; the daemon acks with the same seq and
-    # ignores a seq it has already recorded (a replay after a reconnect). Reply: {"seq": n}.
-    "observe": {
-        "seq": _INT,
-        "kind": _STR,  # "result" | "error" | "notification" | "request" | "other"
-        "method": _OPT_STR,  # the request method this answers, or the notification/request method
-        "tool": _OPT_STR,  # for a tools/call result: which tool
-        "request_id": _ID,
-        "payload": (bytes,),  # the raw JSON-RPC line as received from upstream
-    },
-    # A person's words, from a client hook (UserPromptSubmit): destinations in it are vouched for the
-    # session of the hook's connection. Reply: {"vouched": n}.
-    "vouch": {"text": _STR},
-    # The output of one of the client's own tools (a hook's PostToolUse), recorded as untrusted like an
-    # upstream output, under the server name `claude-code`. Reply: {"recorded": bool}.
-    "observe_text": {"tool": _STR, "text": _STR, "request_id": _ID},
-    # One call of the client's own network tool (a hook's PreToolUse: WebFetch, Bash), with the tool's
-    # input as the client gave it. Reply: see `verdict_reply`.
-    "check_builtin": {"tool": _STR, "input": _MAP, "request_id": _ID},
-    # bouncerctl
-    "status": {},
-    "ping": {},
-    "reload": {},  # reload policy.yaml; reply {"error": str|None}
-    "pins": {"server": _OPT_STR},  # reply {"servers": [{name, upstream, tools: [{name, state, ...}]}]}
-    "pins_accept": {"server": _STR, "tools": (list, type(None))},  # reply {"accepted": [names]}
-    "pending": {},  # reply {"pending": [open codes: binding, question, expiry]}
-    # reply: the open code's binding, question and expiry; with arguments: true also the call's
-    # arguments while the daemon holds them (else arguments_missing says why)
-    "approve_show": {"code": _STR, "arguments": _OPT_BOOL},
-    "approve": {"code": _STR},  # grant one retry of the bound call; reply as approve_show + approved
-    # a person accepts the loss of a damaged journal's state: the restricted state ends; reply
-    # {"accepted": bool} (false when the daemon was not restricted)
-    "accept_loss": {},
-}
-
-# ---- the requests, typed: one TypedDict per op, field for field as in OPS (a test holds them equal).
-# A field `check_request` does not insist on is NotRequired.
+# ---- the requests, typed: one TypedDict per op. The type is the check: `check_request` refuses a field
+# the type does not name, a value of a type it does not allow, a value outside a Literal and a missing
+# field the type requires, so a handler may read every required field unguarded. A field that may be
+# nil is NotRequired: a peer may leave it out.
 
 
 class Request(TypedDict):
@@ -174,19 +78,25 @@ class Request(TypedDict):
 
 
 class HelloRequest(Request):
+    """First message of every connection."""
+
     version: int
-    role: str
-    session: NotRequired[str | None]
-    server: NotRequired[str | None]
-    upstream: NotRequired[list[Any]]
-    policy_path: NotRequired[str | None]
-    instance: NotRequired[str | None]
+    role: Role
+    session: NotRequired[str | None]  # session key (shim, hook); ctl sends nil
+    server: NotRequired[str | None]  # the shim's --name
+    upstream: NotRequired[list[Any]]  # the upstream argv (list of str)
+    policy_path: NotRequired[str | None]  # the shim's --policy, absolute
+    instance: NotRequired[str | None]  # random per shim process; replayed observations are deduplicated by it
     pid: NotRequired[int]
     client_pid: NotRequired[int]
+    # hook: session keys of the hook's ancestors, nearest first, up to the client; the daemon picks the
+    # first known session (see bouncerd/server/hooks.py)
     candidates: NotRequired[list[Any] | None]
 
 
 class ClientRequest(Request):
+    """What the MCP client said about itself (initialize or server/discover or per-request _meta)."""
+
     name: NotRequired[str | None]
     version: NotRequired[str | None]
     protocol: NotRequired[str | None]
@@ -194,26 +104,48 @@ class ClientRequest(Request):
 
 
 class ToolsRequest(Request):
+    """A tools/list result from upstream (for pinning). Reply: {"changed": [names], "unpinned": [names]}."""
+
     tools: list[Any]
 
 
 class VerdictRequest(Request):
+    """One tools/call the client wants to make. Reply: see `verdict_reply`."""
+
     request_id: NotRequired[str | int | None]
+    # The id's exact JSON text (ASCII), for the audit log: `request_id` is nil for ids msgpack cannot
+    # carry (floats, integers past 64 bits, strings with lone surrogates).
     request_id_json: NotRequired[str | None]
     tool: str
     arguments: dict[str, Any]
+    # A 2026-07-28 retry: the requestState of the ask and the client's ElicitResult {action, content}.
     request_state: NotRequired[str | None]
     input_response: NotRequired[dict[str, Any] | None]
+    # Set by the shim when the call cannot be checked (its arguments are not a JSON object): the daemon
+    # denies it without deciding, so the refusal is audited like any other. `arguments` is then {}.
     invalid: NotRequired[str | None]
-    kind: NotRequired[str | None]
+    # Absent or "tool" for a tools/call. Another request that carries data upstream (VERDICT_KINDS) is
+    # judged too: `tool` is then its method and `arguments` its params.
+    kind: NotRequired[VerdictKind | None]
+    # A 2026-07-28 retry's inputResponses for the upstream's own input requests (the client's data going
+    # upstream with the call): judged with it.
     answers: NotRequired[dict[str, Any] | None]
 
 
 class FastpathRequest(Request):
+    """The calls the shim may forward before it asks (docs/how-it-works.md, "Decided before it is
+    asked"): `holding` is the epoch of the set it holds (nil: none; an acknowledged withdrawal).
+    Reply {"epoch": n, "tools": {tool: [argument names]}}, or tools nil: withdrawn. A request the set
+    does not change for waits for the next change; a newer request supersedes a waiting one."""
+
     holding: NotRequired[int | None]
 
 
 class ForwardedRequest(Request):
+    """The verdict record of a call the shim forwarded under the set of epoch `epoch` (`seq`: per shim
+    instance, increasing). Judged and audited as a verdict is; replayed after a reconnect until
+    answered. Reply: see `verdict_reply`."""
+
     request_id: NotRequired[str | int | None]
     request_id_json: NotRequired[str | None]
     tool: str
@@ -223,32 +155,46 @@ class ForwardedRequest(Request):
 
 
 class AnswerRequest(Request):
+    """What a person answered to an elicitation (docs/dev/approvals-protocol.md). Reply: a verdict reply."""
+
     request_id: NotRequired[str | int | None]
-    code: NotRequired[str]
-    action: NotRequired[str]
+    code: str
+    action: str
     choice: NotRequired[str | None]
 
 
 class ObserveRequest(Request):
+    """One upstream output. `seq` is per shim instance, increasing; the daemon acks with the same seq and
+    ignores a seq it has already recorded (a replay after a reconnect). Reply: {"seq": n}."""
+
     seq: int
-    kind: str
-    method: NotRequired[str | None]
-    tool: NotRequired[str | None]
+    kind: ObserveKind
+    method: NotRequired[str | None]  # the request method this answers, or the notification/request method
+    tool: NotRequired[str | None]  # for a tools/call result: which tool
     request_id: NotRequired[str | int | None]
-    payload: bytes
+    payload: bytes  # the raw JSON-RPC line as received from upstream
 
 
 class VouchRequest(Request):
-    text: NotRequired[str]
+    """A person's words, from a client hook (UserPromptSubmit): destinations in it are vouched for the
+    session of the hook's connection. Reply: {"vouched": n}."""
+
+    text: str
 
 
 class ObserveTextRequest(Request):
+    """The output of one of the client's own tools (a hook's PostToolUse), recorded as untrusted like an
+    upstream output, under the server name `claude-code`. Reply: {"recorded": bool}."""
+
     tool: str
     text: str
     request_id: NotRequired[str | int | None]
 
 
 class CheckBuiltinRequest(Request):
+    """One call of the client's own network tool (a hook's PreToolUse: WebFetch, Bash), with the tool's
+    input as the client gave it. Reply: see `verdict_reply`."""
+
     tool: str
     input: dict[str, Any]
     request_id: NotRequired[str | int | None]
@@ -263,10 +209,12 @@ class PingRequest(Request):
 
 
 class ReloadRequest(Request):
-    pass
+    """Reload policy.yaml; reply {"error": str|None}."""
 
 
 class PinsRequest(Request):
+    """Reply {"servers": [{name, upstream, tools: [{name, state, ...}]}]}."""
+
     server: NotRequired[str | None]
 
 
@@ -275,53 +223,146 @@ class AcceptLossRequest(Request):
 
 
 class PinsAcceptRequest(Request):
-    server: NotRequired[str]
+    """Reply {"accepted": [names]}."""
+
+    server: str
     tools: NotRequired[list[Any] | None]
 
 
 class PendingRequest(Request):
-    pass
+    """Reply {"pending": [open codes: binding, question, expiry]}."""
 
 
 class ApproveShowRequest(Request):
-    code: NotRequired[str]
-    arguments: NotRequired[bool]  # also send the call's arguments, if this daemon still holds them
+    """Reply: the open code's binding, question and expiry; with arguments: true also the call's arguments
+    while the daemon holds them (else arguments_missing says why)."""
+
+    code: str
+    arguments: NotRequired[bool | None]
 
 
 class ApproveRequest(Request):
-    code: NotRequired[str]
+    """Grant one retry of the bound call; reply as approve_show + approved."""
+
+    code: str
 
 
-REQUEST_TYPES: Final[Mapping[str, type[Request]]] = {
-    "hello": HelloRequest,
-    "client": ClientRequest,
-    "tools": ToolsRequest,
-    "verdict": VerdictRequest,
-    "fastpath": FastpathRequest,
-    "forwarded": ForwardedRequest,
-    "answer": AnswerRequest,
-    "observe": ObserveRequest,
-    "vouch": VouchRequest,
-    "observe_text": ObserveTextRequest,
-    "check_builtin": CheckBuiltinRequest,
-    "status": StatusRequest,
-    "ping": PingRequest,
-    "reload": ReloadRequest,
-    "pins": PinsRequest,
-    "pins_accept": PinsAcceptRequest,
-    "pending": PendingRequest,
-    "approve_show": ApproveShowRequest,
-    "approve": ApproveRequest,
-    "accept_loss": AcceptLossRequest,
+# ---- the ops: one row each ------------------------------------------------------------------------
+
+# How the daemon orders an op among the requests of its connection (bouncerd/server/ordering.py):
+# - "first": hello, answered before anything else;
+# - "observe": accepts an output: handled inline in arrival order, with back-pressure;
+# - "lane": changes state a verdict reads: in arrival order behind any request still waiting there;
+# - "inline": answered at once, changes nothing that orders with the above;
+# - "async": answered by a task once its work off the event loop is done, while the connection goes on.
+Order = Literal["first", "observe", "lane", "inline", "async"]
+
+CTL_ONLY: Final = frozenset({"ctl"})
+
+
+class Op:
+    """One op of the wire. `roles` may send it (the others get an error reply, `role_refusal`);
+    `reads_taint`: a lane op that may decide on taint, so waits for every output sent before it (the
+    daemon's `needs_taint` says whether this request does). `fields` (name -> allowed Python types),
+    `values` (name -> allowed values of a Literal) and `required` are read off `request`. (A plain
+    class: `dataclasses` would cost the shim's start its import.)"""
+
+    __slots__ = ("fields", "order", "reads_taint", "request", "required", "roles", "values")
+
+    def __init__(
+        self, request: type[Request], order: Order, roles: frozenset[str] = ROLES, reads_taint: bool = False
+    ) -> None:
+        self.request = request
+        self.order = order
+        self.roles = roles
+        self.reads_taint = reads_taint
+        self.fields, self.values, self.required = _fields_of(request)
+
+    def __repr__(self) -> str:
+        roles = sorted(self.roles)
+        return f"Op({self.request.__name__}, {self.order!r}, roles={roles}, reads_taint={self.reads_taint})"
+
+
+def _fields_of(
+    request: type[Request],
+) -> tuple[dict[str, tuple[type, ...]], dict[str, frozenset[object]], tuple[str, ...]]:
+    """The fields of a request type: allowed Python types, allowed values where a Literal says, and the
+    fields that are not NotRequired. (Read off the hints: with postponed annotations, 3.11's TypedDict
+    cannot tell NotRequired apart in `__required_keys__`.)"""
+    fields: dict[str, tuple[type, ...]] = {}
+    values: dict[str, frozenset[object]] = {}
+    required: list[str] = []
+    for name, hint in get_type_hints(request, include_extras=True).items():
+        if name in ("op", "id"):
+            continue
+        if get_origin(hint) is NotRequired:
+            (hint,) = get_args(hint)
+        else:
+            required.append(name)
+        types: list[type] = []
+        allowed: set[object] = set()
+        literal = False
+        for part in get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,):
+            if part is type(None) or part is None:
+                types.append(type(None))
+            elif get_origin(part) is Literal:
+                literal = True
+                allowed.update(get_args(part))
+                types.extend(t for t in {type(v) for v in get_args(part)} if t not in types)
+            else:
+                origin = get_origin(part) or part
+                if not isinstance(origin, type):
+                    raise TypeError(f"{request.__name__}.{name}: cannot check a value of type {hint}")
+                types.append(origin)
+        fields[name] = tuple(types)
+        if literal:
+            values[name] = frozenset(allowed | ({None} if type(None) in types else set()))
+    return fields, values, tuple(required)
+
+
+# Every op, one row: adding an op is one request type and one row here, one handler in the daemon's
+# table (checked against this at start), and nothing else.
+OP_TABLE: Final[Mapping[str, Op]] = {
+    "hello": Op(HelloRequest, "first"),
+    "client": Op(ClientRequest, "lane"),
+    "tools": Op(ToolsRequest, "lane"),
+    "verdict": Op(VerdictRequest, "lane", reads_taint=True),
+    "fastpath": Op(FastpathRequest, "async"),
+    "forwarded": Op(ForwardedRequest, "inline"),
+    "answer": Op(AnswerRequest, "inline"),
+    "observe": Op(ObserveRequest, "observe"),
+    "vouch": Op(VouchRequest, "inline"),
+    "observe_text": Op(ObserveTextRequest, "observe"),
+    "check_builtin": Op(CheckBuiltinRequest, "lane", reads_taint=True),
+    "status": Op(StatusRequest, "inline"),
+    "ping": Op(PingRequest, "inline"),
+    "reload": Op(ReloadRequest, "async"),
+    "pins": Op(PinsRequest, "inline"),
+    # Open to every role: a shim's connection accepts pins in tests and benchmarks, and the role is no
+    # boundary (the uid is); accepting only lets a listed tool be called, and judged.
+    "pins_accept": Op(PinsAcceptRequest, "inline"),
+    # A person's approvals: never from the agent's side of the wire.
+    "pending": Op(PendingRequest, "inline", roles=CTL_ONLY),
+    "approve_show": Op(ApproveShowRequest, "inline", roles=CTL_ONLY),
+    "approve": Op(ApproveRequest, "inline", roles=CTL_ONLY),
+    # A person accepts the loss of a damaged journal's state (the restricted state ends); reply
+    # {"accepted": bool} (false when the daemon was not restricted).
+    "accept_loss": Op(AcceptLossRequest, "inline", roles=CTL_ONLY),
 }
 
+# op -> {field: allowed Python types}, read off the request types (`type(None)` in the tuple: may be nil).
+OPS: Final[Mapping[str, Mapping[str, tuple[type, ...]]]] = {op: row.fields for op, row in OP_TABLE.items()}
+REQUEST_TYPES: Final[Mapping[str, type[Request]]] = {op: row.request for op, row in OP_TABLE.items()}
 
-# What a `verdict` judges: a tools/call, or another request that carries the agent's data upstream:
-# resources/read and resources/subscribe ("resource"), prompts/get ("prompt"), completion/complete
-# ("completion"), any other request with params ("message"), the client's answer to a server's sampling
-# or elicitation request ("answer": `tool` is the server's method, `arguments` the result).
-VERDICT_KINDS = ("tool", "resource", "prompt", "completion", "message", "answer")
-OBSERVE_KINDS: Final = frozenset({"result", "error", "notification", "request", "other"})
+
+def role_refusal(op: str, role: str | None) -> tuple[str, str] | None:
+    """The error (code, message) for `op` sent on a connection of `role`, or None if the role may send it."""
+    roles = OP_TABLE[op].roles
+    if role in roles:
+        return None
+    if roles == CTL_ONLY:
+        return "not_ctl", f"{op} is a person's act: bouncerctl (role ctl) only"
+    return "wrong_role", f"{op} is not an op of role {role}"
 
 
 # One packer for every frame: `msgpack.packb` builds (and frees) a packer and its buffer per call, which
@@ -461,14 +502,16 @@ def decode_body(body: bytes | bytearray | memoryview) -> dict[str, Any]:
 
 
 def check_request(message: Mapping[str, Any]) -> tuple[str, int]:
-    """Validate a request frame against OPS; return (op, id). Raises ProtocolError."""
+    """Validate a request frame against its op's request type (`OP_TABLE`); return (op, id).
+    Raises ProtocolError."""
     op = message.get("op")
     rid = message.get("id")
     if not isinstance(rid, int) or isinstance(rid, bool) or rid < 0:
         raise ProtocolError("request without a valid id")
-    if not isinstance(op, str) or op not in OPS:
+    row = OP_TABLE.get(op) if isinstance(op, str) else None
+    if row is None or not isinstance(op, str):
         raise ProtocolError(f"unknown op {op!r}")
-    fields = OPS[op]
+    fields = row.fields
     for key, value in message.items():
         if key in ("op", "id"):
             continue
@@ -479,34 +522,12 @@ def check_request(message: Mapping[str, Any]) -> tuple[str, int]:
             raise ProtocolError(f"{op}: field {key!r} must not be a boolean")
         if not isinstance(value, allowed):
             raise ProtocolError(f"{op}: field {key!r} has type {type(value).__name__}")
-    if op != "hello":  # a field that may not be nil must be there: a handler reads it unguarded
-        for key, allowed in fields.items():
-            if type(None) not in allowed and key not in message:
-                raise ProtocolError(f"{op}: missing {key!r}")
-    if op == "hello":
-        for key in ("version", "role"):
-            if key not in message:
-                raise ProtocolError(f"hello: missing {key!r}")
-        if message["role"] not in ROLES:
-            raise ProtocolError(f"hello: unknown role {message['role']!r}")
-    elif op == "verdict":
-        for key in ("tool", "arguments"):
-            if key not in message:
-                raise ProtocolError(f"verdict: missing {key!r}")
-        if message.get("kind") is not None and message["kind"] not in VERDICT_KINDS:
-            raise ProtocolError(f"verdict: unknown kind {message['kind']!r}")
-    elif op == "observe":
-        for key in ("seq", "kind", "payload"):
-            if key not in message:
-                raise ProtocolError(f"observe: missing {key!r}")
-        if message["kind"] not in OBSERVE_KINDS:
-            raise ProtocolError(f"observe: unknown kind {message['kind']!r}")
-    elif op in ("observe_text", "check_builtin"):
-        for key in ("tool", "text") if op == "observe_text" else ("tool", "input"):
-            if key not in message:
-                raise ProtocolError(f"{op}: missing {key!r}")
-    elif op == "tools" and "tools" not in message:
-        raise ProtocolError("tools: missing 'tools'")
+        values = row.values.get(key)
+        if values is not None and value not in values:
+            raise ProtocolError(f"{op}: unknown {key} {value!r}")
+    for key in row.required:  # a handler reads it unguarded
+        if key not in message:
+            raise ProtocolError(f"{op}: missing {key!r}")
     return op, rid
 
 

@@ -18,7 +18,8 @@ docs/dev/approvals-protocol.md; in short:
   accept + once allows this very call; session also trusts the call's untrusted destinations for the
   session; always also adds them to the user's policy.yaml (bouncerd/server/allowlist.py) and reloads
   it; decline closes the code; cancel and timeout deny but leave the code open for bouncerctl.
-- **bouncerctl** (ops ``pending``, ``approve_show``, ``approve``; role ctl only): approving a code
+- **bouncerctl** (ops ``pending``, ``approve_show``, ``approve``; role ctl only, by their rows in
+  `wire.OP_TABLE`): approving a code
   grants one retry of exactly the bound call (the engine consumes it: rule ``approval.once``).
   Unknown, expired and used codes are wrong codes; MAX_WRONG_CODES of them in a window refuse every
   approve op until the window passes.
@@ -51,7 +52,7 @@ from bouncerd.core import approvals as ap
 from bouncerd.core.decision import CHANNEL_ELICITATION, Ask, Decider, Decision
 from bouncerd.core.events import EngineEvent
 from bouncerd.errors import PolicyError
-from bouncerd.server import allowlist
+from bouncerd.server import allowlist, verdicts
 from bouncerd.server.caller import Caller
 from bouncerd.server.notify import Notifier
 from bouncerd.server.questions import elicitation_form, name_shown, shown
@@ -107,11 +108,18 @@ def _new_secret(path: Path) -> bytes:
 
 class ApprovalDesk:
     def __init__(
-        self, decider: Decider, journal: Journal, audit: Audit, policy_path: Path, reload: Reload
+        self,
+        decider: Decider,
+        journal: Journal,
+        audit: Audit,
+        audit_arguments: Callable[[], str],
+        policy_path: Path,
+        reload: Reload,
     ) -> None:
         self.decider = decider
         self.journal = journal
         self.audit = audit
+        self.audit_arguments = audit_arguments  # the policy setting, read per record (a reload may change it)
         self.policy_path = policy_path
         self.reload = reload
         self.notifier = Notifier(None)
@@ -255,45 +263,31 @@ class ApprovalDesk:
             return wire.error_reply(rid, *decision.refusal)
         verdict, binding, code = decision.verdict, decision.binding, decision.code
         assert verdict is not None
-        record: dict[str, Any] = {
-            "session": session.key,
-            "client": session.client.name,
-            "server": entry.identity.name,
-            "request_id": request_id,
-            "tool": binding.tool if binding else None,
-            "verdict": verdict.verdict,
-            "rule": verdict.rule,
-            "reason": verdict.reason,
-            "destination": verdict.destination,
-            "arguments_sha256": binding.digest if binding else None,
-            "channel": CHANNEL_ELICITATION,
-            "code": code or None,
-        }
-        self.audit(record, now)
-        reply = wire.verdict_reply(
-            rid,
-            verdict=verdict.verdict,
-            rule=verdict.rule,
-            reason=verdict.reason,
-            destination=verdict.destination,
-        )
         still = self.approvals.pending.get(code)
-        if still is not None:
-            reply.update(code=code, expires=still.expires)
-        return reply
+        judged = verdicts.Judged(
+            session,
+            entry.identity.name,
+            request_id,
+            binding.tool if binding else None,
+            verdict,
+            self._arguments.get(code) if binding else None,
+            digest=binding.digest if binding else None,
+            code=code or None,
+            channel=CHANNEL_ELICITATION,
+            extra={"code": code, "expires": still.expires} if still is not None else {},
+        )
+        return verdicts.deliver(rid, judged, self.audit, self.audit_arguments(), now)
 
     # ---- bouncerctl ----------------------------------------------------------------------------
 
     def pending(self, caller: Caller, rid: int, msg: wire.PendingRequest) -> dict[str, Any]:
-        if caller.role != "ctl":
-            return _not_ctl(rid)
         now = time.time()
         self.expire(now)
         return wire.reply(rid, pending=[_public(p, now) for p in self.approvals.open_codes(now)])
 
     def approve_show(self, caller: Caller, rid: int, msg: wire.ApproveShowRequest) -> dict[str, Any]:
         now = time.time()
-        found = self._find(caller, rid, msg.get("code"), now)
+        found = self._find(rid, msg["code"], now)
         if isinstance(found, dict):
             return found
         extra: dict[str, Any] = {}
@@ -310,25 +304,20 @@ class ApprovalDesk:
 
     def approve(self, caller: Caller, rid: int, msg: wire.ApproveRequest) -> dict[str, Any]:
         now = time.time()
-        found = self._find(caller, rid, msg.get("code"), now)
+        found = self._find(rid, msg["code"], now)
         if isinstance(found, dict):
             return found
         self.carry(self.decider.approve(found, now), now)
         return wire.reply(rid, approved=True, **_public(found, now))
 
-    def _find(self, caller: Caller, rid: int, code: str | None, now: float) -> ap.Pending | dict[str, Any]:
-        """The open code a ctl op names, or the error reply (wrong codes counted and audited)."""
-        if caller.role != "ctl":
-            return _not_ctl(rid)
-        decision = self.carry(self.decider.find_code(str(code or ""), now), now)
+    def _find(self, rid: int, code: str, now: float) -> ap.Pending | dict[str, Any]:
+        """The open code a ctl op names, or the error reply (wrong codes counted and audited). The op's
+        row in `wire.OP_TABLE` lets only role ctl here."""
+        decision = self.carry(self.decider.find_code(code, now), now)
         if decision.refusal is not None:
             return wire.error_reply(rid, *decision.refusal)
         assert decision.found is not None
         return decision.found
-
-
-def _not_ctl(rid: int) -> dict[str, Any]:
-    return wire.error_reply(rid, "not_ctl", "approvals are listed and given by bouncerctl (role ctl) only")
 
 
 def _public(p: ap.Pending, now: float) -> dict[str, Any]:

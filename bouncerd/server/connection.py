@@ -1,78 +1,57 @@
-"""One peer connection: frames in, ordered dispatch to the ops, replies out (any order).
+"""One peer connection: the thin asyncio protocol around `bouncerd.server.ordering.Ordering`.
 
 Theory of operation
 -------------------
-A connection is an `asyncio.BufferedProtocol` on the accepted socket (the daemon runs on anyio's
-asyncio backend). The event loop reads straight into the connection's
-`bouncerd.server.reader.FrameBuffer` (wire's framing and decoder, one msgpack decode per frame, a
-10 MB observation read into place without intermediate copies) and calls `buffer_updated`, which
-decodes, validates (`wire.check_request`) and dispatches every whole frame at once, in that same turn
-of the loop: a request answered inline costs no task switch, no future and no extra turn, only its
-op and one ``send`` (the transport writes at once when its buffer is empty). The first request must
-be ``hello``; anything else, or any `ProtocolError` (garbage, an oversized frame, an unknown op or
-field), ends the connection without further replies. A bad peer costs its own connection, never the
-daemon.
+The order of a connection's requests (observations before verdicts, the lane, deferred acks, stalls,
+the barrier across connections) is decided by `Ordering`, a sans-I/O machine: see its module for the
+argument, and tests/unit/test_ordering_playbook.py for each step of it. This module only carries it
+out on a socket.
 
-Order. Requests are pipelined (each carries an id; replies may come back in any order), but state
-changes happen in arrival order:
+A connection is an `asyncio.BufferedProtocol` on the accepted socket, which asyncio alone owns from
+accept to close (the daemon runs on anyio's asyncio backend; anyio runs the tasks). The event loop
+reads straight into the connection's `bouncerd.server.reader.FrameBuffer` (wire's framing and
+decoder, one msgpack decode per frame, a 10 MB observation read into place without intermediate
+copies) and calls `buffer_updated`, which feeds `Ordering` the byte count and every whole frame at
+once, in that same turn of the loop. The machine's commands are carried out as they come:
 
-- ``observe`` (and a hook's ``observe_text``) is handled inline: journalled, then acked. So
-  observations of one connection are accepted in the order they arrived, and an ack is never delayed
-  by a verdict that is waiting. The shim released the output when it wrote the observation, so an
-  ``observe``'s ack is off the client's path: it waits up to ACK_DELAY_SECONDS to leave with the
-  next reply on the connection (in the common case the next call's verdict), in the same write,
-  instead of costing a write and a wake-up of the shim of its own. A refusal is sent at once, and
-  waiting acks always leave before any later reply. Back-pressure: while more raw observations
-  wait to be indexed than the index holds (`ObservationIndex.has_room`), the connection stops
-  reading, and the observation that found no room is accepted by a task once there is (then
-  reading resumes, in order).
-- ``client``, ``tools``, ``verdict`` and a hook's ``check_builtin`` go through the connection's
-  *lane*. A verdict (or a ``check_builtin``) that reads taint must first wait until every other
-  connection has read and dispatched what it had been sent when the verdict arrived (unread.py: the
-  shims release an output once its observation is written, before the ack), then until every
-  observation accepted by then has been indexed for taint.
-  While a request waits in the lane, later lane requests queue behind it (so a ``tools`` cannot
-  overtake a ``verdict`` that arrived first); when the lane is empty and nothing needs waiting, the
-  request is handled inline, which is the common case. The lane's task answers the others.
-- ``status``, ``ping`` and the rest change nothing that orders with the above and are answered inline.
-- ``reload`` (`Ops.async_handlers`) waits on a worker thread: a task of the connection answers it
-  when it is done, while everything else, this connection's requests included, goes on.
+- `Dispatch`: the op's handler runs here and now (`Ops.handlers`, or `Ops.hello`), and its reply goes
+  back as `Answered` before anything else; every failure of a handler becomes an error reply, never a
+  dropped daemon. A request answered inline thus costs no task switch, no future and no extra turn.
+- `AwaitBarrier`, `AwaitIndexed`: the connection's lane task (one for its life) awaits it and feeds
+  the machine `BarrierPassed` or `Indexed`. `DispatchInBackground` (``reload``) and `AwaitRoom`: a
+  task of their own awaits it and feeds `Answered` or `RoomMade`.
+- `Send`: the replies are written through the transport, which keeps them whole and in the order
+  written; the replies of one read (and of one event from a task) leave together in one ``send``.
+- `PauseReading`, `ResumeReading`, the ack timer and `Close` go to the transport and the loop.
 
-Replies go through the transport, which keeps them whole and in the order written. A peer that does
-not read its replies stops being read (the transport's pause_writing), so it cannot grow the daemon.
-When the peer shuts down its sending side, the connection stays open until the lane is empty: the
-peer may still read the replies.
+The transport's `pause_writing` (a peer that does not read its replies), `eof_received` and
+`connection_lost` are events of the machine too. The connection is a `bouncerd.server.unread.Peer`:
+the barrier reads its position and may have it read on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import Mapping
-from typing import Any, Protocol, cast
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Protocol, cast
 
 import anyio
 import anyio.abc
 
 from bouncerd import wire
-from bouncerd.errors import ProtocolError
+from bouncerd.errors import BouncerError
+from bouncerd.server import ordering
 from bouncerd.server.caller import AsyncHandler, Caller, Handler, RefusedError
+from bouncerd.server.ordering import ACK_DELAY_SECONDS, Ordering, Request
 from bouncerd.server.peer import PeerCred
 from bouncerd.server.reader import FrameBuffer
 from bouncerd.server.unread import Peer, Peers
 
+__all__ = ["ACK_DELAY_SECONDS", "Connection", "ObservationGate", "Ops", "check_handler_table"]
+
 log = logging.getLogger("bouncerd")
-
-# How long an observe's ack may wait for a reply to travel with (see Order above). Short against the
-# shim's patience (10 s), long against the gap between a result and the agent's next call in a burst.
-ACK_DELAY_SECONDS = 0.01
-
-_LANE_OPS = frozenset({"client", "tools", "verdict", "check_builtin"})
-# Lane ops that decide on taint: they wait until every observation accepted before them is indexed.
-_WAITS_FOR_TAINT = frozenset({"verdict", "check_builtin"})
-# Ops that accept an output: journalled and acked inline, in arrival order, with backpressure.
-_OBSERVE_OPS = frozenset({"observe", "observe_text"})
 
 
 class ObservationGate(Protocol):
@@ -110,44 +89,45 @@ class Ops(Protocol):
         ...
 
 
-LaneEntry = tuple[str, int, dict[str, Any], int, list[tuple[Peer, int]]]
+def check_handler_table(handlers: Mapping[str, Handler], async_handlers: Mapping[str, AsyncHandler]) -> None:
+    """Raise BouncerError unless every op of `wire.OP_TABLE` but hello has exactly one handler, in
+    `async_handlers` if its order is "async", in `handlers` otherwise (a daemon that cannot serve an op
+    it accepts must not start)."""
+    wrong: list[str] = []
+    for op, row in wire.OP_TABLE.items():
+        sync, deferred = op in handlers, op in async_handlers
+        expected = (False, False) if row.order == "first" else (row.order != "async", row.order == "async")
+        if (sync, deferred) != expected:
+            wrong.append(f"{op} (order {row.order}: handler {sync}, async handler {deferred})")
+    wrong += [f"{op} (not an op of the wire)" for op in {*handlers, *async_handlers} - set(wire.OP_TABLE)]
+    if wrong:
+        listed = "; ".join(sorted(wrong))
+        raise BouncerError(f"the daemon's handler table disagrees with wire.OP_TABLE: {listed}")
 
 
 class Connection(asyncio.BufferedProtocol):
     def __init__(
-        self,
-        ops: Ops,
-        observations: ObservationGate,
-        stream: anyio.abc.SocketStream,
-        cred: PeerCred,
-        peers: Peers,
+        self, ops: Ops, observations: ObservationGate, sock: socket.socket, cred: PeerCred, peers: Peers
     ) -> None:
         self.ops = ops
         self.observations = observations
         self.cred = cred
         self.peers = peers
         self.caller = Caller()  # what hello established: role, session, server
-        self._sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
-        self._fd = self._sock.fileno()
+        self.order = Ordering(self)
+        self._sock = sock
+        self._fd = sock.fileno()
         self._frames = FrameBuffer()
-        self.received = 0  # bytes read from the socket
-        self._read_to = 0  # read up to here even while writes are paused (a barrier needs it)
-        self._gone = False
         self._transport: asyncio.Transport | None = None
-        self._greeted = False  # hello answered and accepted
-        self._lane: deque[LaneEntry] = deque()
-        self._lane_wakeup = anyio.Event()
-        self._stalled: tuple[str, int, dict[str, Any]] | None = None  # an observation waiting for room
-        self._write_paused = False
-        self._eof = False
+        self._gone = False
         self._closed = anyio.Event()
         self._failure: Exception | None = None
-        self._ended = False  # nothing more is read or answered (a failure, a refused hello)
-        self._batch: list[bytes] | None = None  # replies of the frames being dispatched, sent together
-        self._acks: list[bytes] = []  # observe acks waiting for a reply to travel with
+        self._batch: list[bytes] | None = None  # replies of the event being handled, sent together
         self._ack_timer: asyncio.TimerHandle | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._async_pending = 0  # ops of `async_handlers` not answered yet
+        self._lane_wait: ordering.AwaitBarrier | ordering.AwaitIndexed | None = None  # for `_run_lane`
+        self._lane_wakeup = anyio.Event()
+        self._broken = False  # carrying out a command failed: nothing more is fed to the machine
 
     # ---- the connection's life ----------------------------------------------------------------
 
@@ -163,8 +143,10 @@ class Connection(asyncio.BufferedProtocol):
                 tg.cancel_scope.cancel()  # queued work has no reader
         finally:
             self._left()
-            if self._transport is not None and not self._transport.is_closing():
-                self._transport.abort()  # off the event loop before the stream closes the socket
+            if self._transport is None:
+                self._sock.close()
+            elif not self._transport.is_closing():
+                self._transport.abort()
         if self._failure is not None:
             raise self._failure
 
@@ -175,6 +157,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._left()
+        self.order.handle(ordering.ConnectionLost())
         if self._ack_timer is not None:
             self._ack_timer.cancel()
             self._ack_timer = None
@@ -186,91 +169,120 @@ class Connection(asyncio.BufferedProtocol):
             self._gone = True
             self.peers.remove(self._fd, self)
 
-    # ---- the barrier's view (unread.py) -------------------------------------------------------
+    # ---- what the machine reads (ordering.World) ----------------------------------------------
+
+    @property
+    def has_room(self) -> bool:
+        return self.observations.has_room
+
+    @property
+    def accepted_upto(self) -> int:
+        return self.observations.accepted_upto
+
+    @property
+    def indexed_upto(self) -> int:
+        return self.observations.indexed_upto
+
+    @property
+    def settling(self) -> bool:
+        return self.peers.settling
+
+    def needs_taint(self, op: str, message: Mapping[str, Any]) -> bool:
+        return self.ops.needs_taint(self.caller, op, message)
+
+    def barrier(self) -> Sequence[object]:
+        return self.peers.barrier(self)
+
+    # ---- the barrier's view (unread.Peer) -----------------------------------------------------
+
+    @property
+    def received(self) -> int:
+        return self.order.received
 
     def reached(self, position: int) -> bool:
-        return self._gone or self._ended or (self.received >= position and self._stalled is None)
+        return self.order.reached(position)
 
     def read_through(self, position: int) -> None:
-        if position > self._read_to:
-            self._read_to = position
-            self._update_reading()
+        self._feed(ordering.ReadThrough(position))
 
-    def eof_received(self) -> bool:
-        self._eof = True
-        self._maybe_finish()
-        return True  # keep the sending side open: lane replies may still be due
-
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        self._update_reading()
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        self._update_reading()
-
-    def _update_reading(self) -> None:
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            return
-        if (self._write_paused and self.received >= self._read_to) or self._stalled is not None:
-            transport.pause_reading()
-        else:
-            transport.resume_reading()
-
-    def _maybe_finish(self) -> None:
-        """After the peer's EOF: close once everything it asked for is answered."""
-        if (
-            self._eof
-            and not self._lane
-            and self._stalled is None
-            and not self._async_pending
-            and self._transport is not None
-        ):
-            self._flush_acks()
-            self._transport.close()
-
-    def _fail(self, exc: Exception | None) -> None:
-        """Read and answer nothing more, and close once the replies already earned are sent (those of
-        the frames before a bad one, a refused hello's). With `exc` (a ProtocolError, a bug), `run`
-        raises it when the connection is closed."""
-        self._ended = True
-        self._lane.clear()
-        self.peers.progressed()
-        if self._failure is None:
-            self._failure = exc
-        if self._transport is not None:
-            self._flush_acks()
-            self._flush_batch()
-            self._transport.close()
-
-    # ---- reading ------------------------------------------------------------------------------
+    # ---- the transport's events ---------------------------------------------------------------
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self._frames.updated(nbytes)
-        self.received += nbytes
-        self._drain()
-        if self._write_paused and self.received >= self._read_to:
-            self._update_reading()  # a barrier had it read on; it has what it needed
-        self.peers.progressed()
-
-    def _drain(self) -> None:
-        """Dispatch every whole frame received, in order, until done or an observation finds no room.
-        The replies of one read leave together in one ``send``: a burst of observations is acked at once."""
         self._batch = []
-        try:
-            while self._stalled is None and not self._ended:
-                msg = self._frames.next_message()
-                if msg is None:
-                    break
-                self._dispatch(msg)
-        except Exception as exc:  # ProtocolError or a bug: this connection ends, the daemon goes on
-            self._fail(exc)
+        self._handle(ordering.DataReceived(nbytes))
+        frames, order = self._frames, self.order
+        while not order.ended and not self._broken:
+            try:
+                message = frames.next_message()
+            except Exception as exc:  # ProtocolError: the frames before it are still answered
+                self._handle(ordering.Broken(exc))
+                break
+            if message is None:
+                break
+            self._handle(ordering.FrameReceived(message))
         self._flush_batch()
         self._batch = None
+        self.peers.progressed()
+
+    def eof_received(self) -> bool:
+        self._feed(ordering.EofReceived())
+        return True  # keep the sending side open: lane replies may still be due
+
+    def pause_writing(self) -> None:
+        self._feed(ordering.WritePaused())
+
+    def resume_writing(self) -> None:
+        self._feed(ordering.WriteResumed())
+
+    # ---- carrying out the machine's commands ---------------------------------------------------
+
+    def _feed(self, event: ordering.Event) -> None:
+        """One event from outside a read (a task, the timer, the transport): its replies in one send."""
+        if self._batch is not None:
+            self._handle(event)
+            return
+        self._batch = []
+        try:
+            self._handle(event)
+        finally:
+            self._flush_batch()
+            self._batch = None
+
+    def _handle(self, event: ordering.Event) -> None:
+        if self._broken:
+            return
+        try:
+            for command in self.order.handle(event):  # a Dispatch comes last: answered within it
+                _DO[type(command)](self, command)
+        except Exception as exc:  # a bug (or a reply too big to frame): this connection ends, not the daemon
+            self._broken = True
+            self._close(ordering.Close(exc))
+
+    def _dispatch(self, command: ordering.Dispatch) -> None:
+        request = command.request
+        if request.op == "hello":
+            hello = cast(wire.HelloRequest, request.message)
+            reply, keep = self.ops.hello(self.caller, request.rid, hello)
+            self._handle(ordering.Answered(request, reply, keep))
+        else:
+            self._handle(ordering.Answered(request, self._call(request)))
+
+    def _dispatch_in_background(self, command: ordering.DispatchInBackground) -> None:
+        self._start(self._call_async, command.request)
+
+    def _send(self, command: ordering.Send) -> None:
+        replies = command.replies
+        frame = wire.encode(replies[0]) if len(replies) == 1 else b"".join(map(wire.encode, replies))
+        if self._batch is not None:
+            self._batch.append(frame)
+            return
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(frame)
 
     def _flush_batch(self) -> None:
         batch = self._batch
@@ -279,110 +291,105 @@ class Connection(asyncio.BufferedProtocol):
             if self._transport is not None and not self._transport.is_closing():
                 self._transport.write(batch[0] if len(batch) == 1 else b"".join(batch))
 
-    def _dispatch(self, msg: dict[str, Any]) -> None:
-        op, rid = wire.check_request(msg)
-        if not self._greeted:
-            if op != "hello":
-                raise ProtocolError(f"the first request must be hello, not {op}")
-            reply, keep = self.ops.hello(self.caller, rid, cast(wire.HelloRequest, msg))
-            self._write(reply)
-            if keep:
-                self._greeted = True
-            else:
-                self._fail(None)  # refused: the reply goes out, then the connection closes
-            return
-        observations = self.observations
-        if op in _OBSERVE_OPS:
-            if observations.has_room:
-                reply = self._call(op, rid, msg)
-                if op == "observe" and reply.get("ok") is True:
-                    self._defer_ack(reply)
-                else:
-                    self._write(reply)
-            else:
-                self._stalled = (op, rid, msg)
-                self.peers.stalled.add(self)
-                self._update_reading()
-                assert self._tg is not None
-                self._tg.start_soon(self._unstall)
-        elif op in _LANE_OPS:
-            target = observations.accepted_upto
-            waits = op in _WAITS_FOR_TAINT and self.ops.needs_taint(self.caller, op, msg)
-            marks = self.peers.barrier(self) if waits else []
-            held = bool(marks) or (waits and self.peers.settling)
-            if not self._lane and not held and (not waits or observations.indexed_upto >= target):
-                self._write(self._call(op, rid, msg))
-            else:
-                self._lane.append((op, rid, msg, target, marks))
-                self._lane_wakeup.set()
-        elif op == "hello":
-            raise ProtocolError("hello sent twice")
-        elif op in self.ops.async_handlers:
-            assert self._tg is not None
-            self._async_pending += 1
-            self._tg.start_soon(self._call_async, op, rid, msg)
-        else:
-            self._write(self._call(op, rid, msg))
+    def _start_ack_timer(self, command: ordering.StartAckTimer) -> None:
+        if self._ack_timer is None:
+            loop = asyncio.get_running_loop()
+            self._ack_timer = loop.call_later(command.seconds, self._ack_timer_fired)
 
-    async def _unstall(self) -> None:
-        await self.observations.wait_for_room()
-        stalled = self._stalled
-        if stalled is None or self._ended:
-            return
-        op, rid, msg = stalled
-        self._write(self._call(op, rid, msg))
-        self._stalled = None
+    def _ack_timer_fired(self) -> None:
+        self._ack_timer = None
+        self._feed(ordering.AckTimerFired())
+
+    def _cancel_ack_timer(self, command: ordering.CancelAckTimer) -> None:
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+
+    def _pause_reading(self, command: ordering.PauseReading) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+
+    def _resume_reading(self, command: ordering.ResumeReading) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    def _await_room(self, command: ordering.AwaitRoom) -> None:
+        self.peers.stalled.add(self)
+        self._start(self._room, command.request)
+
+    def _unstalled(self, command: ordering.Unstalled) -> None:
         self.peers.stalled.discard(self)
         self.peers.progressed()
-        self._update_reading()
-        self._drain()  # frames that arrived behind it
-        self._maybe_finish()
+
+    def _await_barrier(self, command: ordering.AwaitBarrier) -> None:
+        self._lane_wait = command
+        self._lane_wakeup.set()
+
+    def _await_indexed(self, command: ordering.AwaitIndexed) -> None:
+        self._lane_wait = command
+        self._lane_wakeup.set()
+
+    def _close(self, command: ordering.Close) -> None:
+        """Read and answer nothing more; close once the replies already earned are sent. With an
+        error (a ProtocolError, a bug), `run` raises it when the connection is closed."""
+        if self._failure is None:
+            self._failure = command.error
+        self.peers.progressed()
+        if self._transport is not None:
+            self._flush_batch()
+            self._transport.close()
+
+    # ---- the connection's tasks ----------------------------------------------------------------
+
+    def _start(self, work: Callable[[Any], Any], argument: Any) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(work, argument)
+
+    async def _room(self, request: Request) -> None:
+        await self.observations.wait_for_room()
+        self._feed(ordering.RoomMade())
 
     async def _run_lane(self) -> None:
-        observations = self.observations
+        """The lane's waits, one at a time (only the lane's head waits), in one task for the
+        connection's life: waking it costs less than starting a task per wait."""
         while True:
-            if not self._lane:
-                await self._lane_wakeup.wait()
-                self._lane_wakeup = anyio.Event()
-                continue
-            op, rid, msg, target, marks = self._lane[0]
-            if op in _WAITS_FOR_TAINT and self.ops.needs_taint(self.caller, op, msg):
-                if marks or self.peers.settling:
-                    # What other connections had been sent when this arrived (and, after a restart,
-                    # what reconnecting shims replay): read it, then wait until it is indexed.
-                    await self.peers.settle()
-                    await self.peers.wait([*marks, *self.peers.barrier(self)])
-                    target = observations.accepted_upto
-                await observations.wait_indexed(target)
-            if not self._lane:  # the connection failed while this waited
-                continue
-            reply = self._call(op, rid, msg)
-            self._lane.popleft()  # only now: until its state change is done, later requests queue
-            self._write(reply)
-            self._maybe_finish()
+            await self._lane_wakeup.wait()
+            self._lane_wakeup = anyio.Event()
+            wait, self._lane_wait = self._lane_wait, None
+            if isinstance(wait, ordering.AwaitBarrier):
+                # What other connections had been sent when the request arrived (and, after a restart,
+                # what reconnecting shims replay): read it; the machine then waits until it is indexed.
+                await self.peers.settle()
+                marks = cast("list[tuple[Peer, int]]", list(wait.marks))  # what `barrier` gave the machine
+                await self.peers.wait([*marks, *self.peers.barrier(self)])
+                self._feed(ordering.BarrierPassed())
+            elif wait is not None:
+                await self.observations.wait_indexed(wait.upto)
+                self._feed(ordering.Indexed())
 
-    def _call(self, op: str, rid: int, msg: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, request: Request) -> dict[str, Any]:
         """Run one op synchronously; every failure becomes an error reply, never a dropped daemon."""
+        op, rid = request.op, request.rid
         handler = self.ops.handlers.get(op)
         try:
             if handler is None:
                 return wire.error_reply(rid, "unknown_op", f"op {op!r} is not served")
-            return handler(self.caller, rid, msg)
+            return handler(self.caller, rid, request.message)
         except RefusedError as exc:
             return wire.error_reply(rid, exc.code, str(exc))
         except OSError as exc:
             log.error("%s failed: %s", op, exc)
-            return wire.error_reply(
-                rid, "io", f"bouncerd could not record the request: {exc.strerror or exc}"
-            )
+            why = exc.strerror or exc
+            return wire.error_reply(rid, "io", f"bouncerd could not record the request: {why}")
         except Exception:
             log.exception("%s failed", op)
             return wire.error_reply(rid, "internal", f"bouncerd failed on {op}; see its log")
 
-    async def _call_async(self, op: str, rid: int, msg: dict[str, Any]) -> None:
-        """Run one op of `async_handlers`, then reply, with the error replies of `_call`."""
+    async def _call_async(self, request: Request) -> None:
+        """Run one op of `async_handlers`, then answer, with the error replies of `_call`."""
+        op, rid = request.op, request.rid
         try:
-            reply = await self.ops.async_handlers[op](self.caller, rid, msg)
+            reply = await self.ops.async_handlers[op](self.caller, rid, request.message)
         except RefusedError as exc:
             reply = wire.error_reply(rid, exc.code, str(exc))
         except OSError as exc:
@@ -392,39 +399,20 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("%s failed", op)
             reply = wire.error_reply(rid, "internal", f"bouncerd failed on {op}; see its log")
-        self._async_pending -= 1
-        if not self._ended:
-            self._write(reply)
-            self._maybe_finish()
+        self._feed(ordering.Answered(request, reply))
 
-    # ---- writing ------------------------------------------------------------------------------
 
-    def _write(self, message: dict[str, Any]) -> None:
-        frame = wire.encode(message)
-        if self._acks:  # older acks first, in the same write
-            frame = b"".join([*self._take_acks(), frame])
-        if self._batch is not None:
-            self._batch.append(frame)
-            return
-        transport = self._transport
-        if transport is not None and not transport.is_closing():
-            transport.write(frame)
-
-    def _defer_ack(self, reply: dict[str, Any]) -> None:
-        self._acks.append(wire.encode(reply))
-        if self._ack_timer is None:
-            self._ack_timer = asyncio.get_running_loop().call_later(ACK_DELAY_SECONDS, self._flush_acks)
-
-    def _take_acks(self) -> list[bytes]:
-        if self._ack_timer is not None:
-            self._ack_timer.cancel()
-            self._ack_timer = None
-        acks, self._acks = self._acks, []
-        return acks
-
-    def _flush_acks(self) -> None:
-        """Send the waiting acks now (their time is up, or the connection is closing)."""
-        acks = self._take_acks()
-        transport = self._transport
-        if acks and transport is not None and not transport.is_closing():
-            transport.write(b"".join(acks))
+_DO: Final[Mapping[type, Callable[[Connection, Any], None]]] = {
+    ordering.Dispatch: Connection._dispatch,
+    ordering.DispatchInBackground: Connection._dispatch_in_background,
+    ordering.Send: Connection._send,
+    ordering.StartAckTimer: Connection._start_ack_timer,
+    ordering.CancelAckTimer: Connection._cancel_ack_timer,
+    ordering.PauseReading: Connection._pause_reading,
+    ordering.ResumeReading: Connection._resume_reading,
+    ordering.AwaitRoom: Connection._await_room,
+    ordering.Unstalled: Connection._unstalled,
+    ordering.AwaitBarrier: Connection._await_barrier,
+    ordering.AwaitIndexed: Connection._await_indexed,
+    ordering.Close: Connection._close,
+}

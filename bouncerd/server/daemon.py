@@ -6,7 +6,8 @@ Theory of operation
 journal tail, opens the audit log (repairing a torn line) and is then ready to serve. `serve` accepts
 connections on a listener it is handed (bound or activated by `bouncerd/server/listener.py`); each
 connection is a `bouncerd.server.connection.Connection`, which frames, orders and dispatches
-requests through `Daemon.handlers` (op name -> handler, one entry per op of `wire.OPS` but hello) to
+requests through `Daemon.handlers` (op name -> handler, one entry per row of `wire.OP_TABLE` but
+hello, checked at construction by `check_handler_table`) to
 the op methods here, in `bouncerd/server/approvals.py` and in `bouncerd/server/hooks.py`. Each gets
 the collaborators it uses, never the daemon. The op methods are synchronous: they ask the core for
 the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events with one write, audit,
@@ -36,6 +37,7 @@ what it keeps, unless no client is left): memory and the journal hold the live s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -51,20 +53,19 @@ import anyio.abc
 
 from bouncerd import __version__, wire
 from bouncerd.core import fastpath, pins, restricted
-from bouncerd.core.approvals import arguments_digest
 from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
-from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
+from bouncerd.core.model import ServerIdentity, ToolCall
 from bouncerd.core.policy import Policy
 from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
 from bouncerd.managedpolicy import ManagedSource
 from bouncerd.paths import Paths
-from bouncerd.server import hooks, peer
+from bouncerd.server import hooks, peer, verdicts
 from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import AsyncHandler, Caller, Handler
-from bouncerd.server.connection import Connection
+from bouncerd.server.connection import Connection, check_handler_table
 from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.fastlane import FastLane
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
@@ -72,7 +73,7 @@ from bouncerd.server.listener import bind_socket, socket_identity
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
-from bouncerd.server.sessions import Registry, ServerEntry, Session, grace_seconds, sweep_interval
+from bouncerd.server.sessions import Registry, grace_seconds, sweep_interval
 from bouncerd.server.unread import RESYNC_SECONDS, Peers
 
 log = logging.getLogger("bouncerd")
@@ -120,7 +121,12 @@ class Daemon:
         self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
         # asking a person: codes, answers, approvals
         self.approvals = ApprovalDesk(
-            self.decider, self._journal_events, self._audit_append, paths.policy, self.reload
+            self.decider,
+            self._journal_events,
+            self._audit_append,
+            lambda: self.policy.base.settings.audit_arguments,
+            paths.policy,
+            self.reload,
         )
         self.hook_ops = hooks.HookOps(
             self.engine,
@@ -131,6 +137,7 @@ class Daemon:
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
         self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
+        check_handler_table(self.handlers, self.async_handlers)
         self.reloader = Reloader(self.policy, self._put_policy_in_force, self._audit_append)
         self._journal: Journal | None = None
         self._audit: AuditLog | None = None
@@ -148,8 +155,9 @@ class Daemon:
         return {"reload": self.reload_op, "fastpath": self.fastpath_op}
 
     def _handler_table(self) -> dict[str, Handler]:
-        """Every op of `wire.OPS` but hello (which `Connection` answers first) and those of
-        `async_handlers`: one entry per op."""
+        """Every op of `wire.OP_TABLE` but hello (which `Connection` answers first) and those of
+        `async_handlers`: one entry per op (`check_handler_table`). Roles are checked before a handler
+        is called (`wire.role_refusal`), so no handler checks its caller's role."""
         return {
             "client": self.client,
             "tools": self.tools,
@@ -384,8 +392,8 @@ class Daemon:
     # ---- serving ------------------------------------------------------------------------------
 
     async def serve(self, sock: socket.socket) -> None:
-        """Serve until SIGTERM or SIGINT. Takes ownership of `sock`."""
-        listener = await anyio.abc.SocketListener.from_socket(sock)
+        """Serve until SIGTERM or SIGINT. Takes ownership of `sock`. Each accepted socket belongs to
+        asyncio's transport from accept to close (`Connection`); anyio runs the tasks."""
         async with anyio.create_task_group() as tg:
             await tg.start(self._watch_signals, tg)
             tg.start_soon(self.observations.run)
@@ -393,20 +401,22 @@ class Daemon:
             tg.start_soon(self._sweep_sessions)
             tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
-            tg.start_soon(self._accept, listener, tg)
+            accepting = anyio.CancelScope()
+            tg.start_soon(self._accept, sock, tg, accepting)
             if self.own_socket is not None:
-                tg.start_soon(self._keep_socket, listener, tg)
+                tg.start_soon(self._keep_socket, sock, accepting, tg)
 
-    async def _accept(self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup) -> None:
-        """Accept connections on `listener` until it is closed (by `_keep_socket` or at the end)."""
+    async def _accept(self, sock: socket.socket, tg: anyio.abc.TaskGroup, scope: anyio.CancelScope) -> None:
+        """Accept connections on `sock` until `scope` is cancelled (by `_keep_socket`) or the end; then
+        close it. A failing accept is logged with its reason, at most once a minute with a count."""
+        loop = asyncio.get_running_loop()
+        sock.setblocking(False)
         failures, said_at = 0, -ACCEPT_LOG_INTERVAL_SECONDS
-        async with listener:
+        with sock, scope:
             while True:
                 try:
-                    stream = await listener.accept()
-                except anyio.ClosedResourceError:
-                    return
-                except (anyio.BrokenResourceError, OSError) as exc:
+                    accepted, _ = await loop.sock_accept(sock)
+                except OSError as exc:
                     failures += 1
                     now = time.monotonic()
                     if now - said_at >= ACCEPT_LOG_INTERVAL_SECONDS:
@@ -414,9 +424,11 @@ class Daemon:
                         failures, said_at = 0, now
                     await anyio.sleep(ACCEPT_RETRY_SECONDS)
                     continue
-                tg.start_soon(self._handle, stream)
+                tg.start_soon(self._handle, accepted)
 
-    async def _keep_socket(self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup) -> None:
+    async def _keep_socket(
+        self, sock: socket.socket, accepting: anyio.CancelScope, tg: anyio.abc.TaskGroup
+    ) -> None:
         """Bind the socket path again if its file was deleted while the daemon runs."""
         path = Path(self.socket_path)
         said_taken = False
@@ -440,10 +452,9 @@ class Daemon:
             self.own_socket = socket_identity(path)
             said_taken = False
             log.warning("the socket %s was deleted while bouncerd ran; listening on it again", path)
-            new = await anyio.abc.SocketListener.from_socket(sock)
-            tg.start_soon(self._accept, new, tg)
-            await listener.aclose()
-            listener = new
+            accepting.cancel()  # the old socket's accept loop ends and closes it
+            accepting = anyio.CancelScope()
+            tg.start_soon(self._accept, sock, tg, accepting)
 
     async def _watch_signals(
         self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -458,26 +469,28 @@ class Daemon:
                 tg.cancel_scope.cancel()
                 return
 
-    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
-            try:
-                cred = peer.check_peer(raw, self.expected_uid)
-            except PeerRejectedError as exc:
-                log.warning("refused a connection: %s", exc)
-                return
-            conn = Connection(self, self.observations, stream, cred, self.peers)
-            try:
-                await conn.run()
-            except ProtocolError as exc:
-                log.info("dropped a connection from pid %s: %s", cred.pid, exc)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
-                pass
-            except Exception:  # a bug must cost one connection, not the daemon
-                log.exception("connection from pid %s failed", cred.pid)
-            finally:
-                self.fastlane.leave(conn.caller)
-                self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
+    async def _handle(self, sock: socket.socket) -> None:
+        try:
+            cred = peer.check_peer(sock, self.expected_uid)
+        except PeerRejectedError as exc:
+            log.warning("refused a connection: %s", exc)
+            sock.close()
+            return
+        except BaseException:
+            sock.close()
+            raise
+        conn = Connection(self, self.observations, sock, cred, self.peers)  # closes `sock`
+        try:
+            await conn.run()
+        except ProtocolError as exc:
+            log.info("dropped a connection from pid %s: %s", cred.pid, exc)
+        except ConnectionError:
+            pass
+        except Exception:  # a bug must cost one connection, not the daemon
+            log.exception("connection from pid %s failed", cred.pid)
+        finally:
+            self.fastlane.leave(conn.caller)
+            self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -602,11 +615,29 @@ class Daemon:
         verdict = decision.verdict
         assert verdict is not None
         asked = self.approvals.ask_fields(decision.ask)
-        reason = decision.ask.pending.reason if decision.ask is not None else verdict.reason
         if any(ev["ev"] == "pin_window" for ev in decision.events):  # the first call closed the window
             self.fastlane.changed(entry.identity.key)
-        reply = self._audit_verdict(rid, session, entry, call, verdict, reason, asked, msg, now)
-        reply.update(asked)  # an ask: code, question, elicitation, timeout, request_state, binding
+        if asked:
+            self.approvals.remember_arguments(asked["code"], call.arguments)
+        judged = verdicts.Judged(
+            session,
+            entry.identity.name,
+            call.request_id,
+            call.tool,
+            verdict,
+            call.arguments,
+            kind=kind,
+            # An ask's record keeps the reason without the `bouncerctl approve CODE` hint: the client
+            # may answer it itself, and the log must not offer a code for an ask already answered
+            # (the code is in its own field; `bouncerctl pending` lists the open ones).
+            reason=decision.ask.pending.reason if decision.ask is not None else None,
+            code=asked["code"] if asked else None,
+            request_id_json=msg.get("request_id_json"),  # exact where request_id cannot be (a float, ...)
+            extra=asked,  # an ask: code, question, elicitation, timeout, request_state, binding
+        )
+        audit_arguments = self.policy.base.settings.audit_arguments
+        reply = verdicts.deliver(rid, judged, self._audit_append, audit_arguments, now)
+        self.maybe_compact()
         return reply
 
     def forwarded(self, caller: Caller, rid: int, msg: wire.ForwardedRequest) -> dict[str, Any]:
@@ -622,63 +653,20 @@ class Daemon:
             self.engine, call, now, policy, epoch=msg["epoch"], policy_error=policy_error
         )
         self._journal_events(verdict.events)
-        extra = {"fast_path": {"epoch": msg["epoch"], "instance": caller.instance, "seq": msg["seq"]}}
-        return self._audit_verdict(rid, session, entry, call, verdict, verdict.reason, {}, msg, now, extra)
-
-    def _audit_verdict(
-        self,
-        rid: int,
-        session: Session,
-        entry: ServerEntry,
-        call: ToolCall,
-        verdict: Verdict,
-        reason: str,
-        asked: Mapping[str, Any],
-        msg: Mapping[str, Any],
-        now: float,
-        extra: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Audit one verdict (the record a `verdict` or a `forwarded` op leaves) and make its reply."""
-        kind = call.kind
-        provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
-        record: dict[str, Any] = {
-            "session": session.key,
-            "client": session.client.name,
-            "server": entry.identity.name,
-            "request_id": call.request_id,
-            "tool": call.tool,
-            **({"kind": kind} if kind != "tool" else {}),
-            "verdict": verdict.verdict,
-            "rule": verdict.rule,
-            # An ask's record keeps the reason without the `bouncerctl approve CODE` hint: the client
-            # may answer it itself, and the log must not offer a code for an ask already answered
-            # (the code is in its own field; `bouncerctl pending` lists the open ones).
-            "reason": reason,
-            "destination": verdict.destination,
-            "provenance": provenance,
-        }
-        if self.policy.base.settings.audit_arguments == "digest":
-            record["arguments_sha256"] = arguments_digest(call.arguments)
-        else:
-            record["arguments"] = call.arguments
-        if asked:
-            record["code"] = asked["code"]
-            self.approvals.remember_arguments(asked["code"], call.arguments)
-        if msg.get("request_id_json") is not None:  # exact where request_id cannot be (a float, ...)
-            record["request_id_json"] = msg["request_id_json"]
-        if extra:
-            record.update(extra)
-        self.audit.append(record, now)
-        session.counts[verdict.verdict] += 1
-        self.maybe_compact()
-        return wire.verdict_reply(
-            rid,
-            verdict=verdict.verdict,
-            rule=verdict.rule,
-            reason=verdict.reason,
-            destination=verdict.destination,
-            provenance=provenance,
+        judged = verdicts.Judged(
+            session,
+            entry.identity.name,
+            call.request_id,
+            call.tool,
+            verdict,
+            call.arguments,
+            request_id_json=msg.get("request_id_json"),
+            fast_path={"epoch": msg["epoch"], "instance": caller.instance, "seq": msg["seq"]},
         )
+        audit_arguments = self.policy.base.settings.audit_arguments
+        reply = verdicts.deliver(rid, judged, self._audit_append, audit_arguments, now)
+        self.maybe_compact()
+        return reply
 
     def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
         """Whether a request must wait until every earlier output is indexed. Only a verdict on a
@@ -755,9 +743,8 @@ class Daemon:
 
     def accept_loss(self, caller: Caller, rid: int, msg: wire.AcceptLossRequest) -> dict[str, Any]:
         """A person accepted the loss of the damaged journal's state: decide as usual again. Only a
-        bouncerctl connection may (a shim or hook speaks for an agent, never for the person)."""
-        if caller.role != "ctl":
-            return wire.error_reply(rid, "not_ctl", "only bouncerctl may accept the loss of bouncerd's state")
+        bouncerctl connection may (a shim or hook speaks for an agent, never for the person): its row
+        in `wire.OP_TABLE` says so."""
         restriction = self.engine.restriction
         if restriction is None:
             return wire.reply(rid, accepted=False)

@@ -34,9 +34,9 @@ from typing import Any, Final, Protocol
 
 from bouncerd import wire
 from bouncerd.core import builtin_tools
-from bouncerd.core.approvals import arguments_digest
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity
+from bouncerd.server import verdicts
 from bouncerd.server.caller import Caller
 from bouncerd.server.sessions import Session
 
@@ -121,30 +121,7 @@ class HookOps:
         tool, tool_input = msg["tool"], msg["input"]
         now = time.time()
         verdict = self.engine.decide_builtin(session.key, tool, tool_input)
-        provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
-        record: dict[str, Any] = {
-            "session": session.key,
-            "client": session.client.name,
-            "server": builtin_tools.CLIENT_SERVER,
-            "request_id": msg.get("request_id"),
-            "tool": tool,
-            "verdict": verdict.verdict,
-            "rule": verdict.rule,
-            "reason": verdict.reason,
-            "destination": verdict.destination,
-            "provenance": provenance,
-        }
-        if self.audit_arguments() == "digest":
-            record["arguments_sha256"] = arguments_digest(tool_input)
-        else:
-            record["arguments"] = tool_input
-        self.audit(record, now)
-        session.counts[verdict.verdict] += 1
-        return wire.verdict_reply(
-            rid,
-            verdict=verdict.verdict,
-            rule=verdict.rule,
-            reason=verdict.reason,
-            destination=verdict.destination,
-            provenance=provenance,
+        judged = verdicts.Judged(
+            session, builtin_tools.CLIENT_SERVER, msg.get("request_id"), tool, verdict, tool_input
         )
+        return verdicts.deliver(rid, judged, self.audit, self.audit_arguments(), now)

@@ -1,0 +1,122 @@
+"""A verdict leaves the daemon one way: one audit record, built here, and one reply.
+
+Theory of operation
+-------------------
+Four ops end in a verdict: ``verdict`` (a call the shim relays, `Daemon.verdict`), ``forwarded`` (a
+call the shim forwarded on the fast path, `Daemon.forwarded`), ``answer`` (a
+person's answer to an elicitation, `ApprovalDesk.answer`) and ``check_builtin`` (a client's own tool,
+`HookOps.check_builtin`). Each says what it judged as a `Judged` and hands it to `deliver`, which
+writes the audit record (`verdict_record`: a `VerdictRecord`, the fields of audit.RECORD_FIELDS plus
+the verdict's own), counts the verdict for the session (`bouncerctl status`) and returns the reply
+(`wire.verdict_reply`, with the provenance, plus what the op adds: an ask's code and question, an open
+code's expiry). So they cannot drift apart again: every verdict record carries the provenance,
+the request id's exact JSON where the shim sent it, and the arguments as ``audit_arguments`` says
+(their digest only where the daemon no longer holds them: an answer after a restart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NotRequired, TypedDict
+
+from bouncerd import wire
+from bouncerd.core.approvals import arguments_digest
+from bouncerd.core.model import JsonRpcId, Verdict
+from bouncerd.server.sessions import Session
+
+Audit = Callable[[dict[str, Any], float], None]  # `AuditLog.append`
+
+
+class VerdictRecord(TypedDict):
+    """The audit record of one verdict: audit.RECORD_FIELDS (ts added by the log), then its own."""
+
+    session: str
+    client: str | None
+    server: str
+    request_id: JsonRpcId
+    tool: str | None
+    arguments: NotRequired[Mapping[str, Any]]  # with audit_arguments: full, while the daemon holds them
+    arguments_sha256: NotRequired[str | None]  # otherwise their digest, in their place
+    verdict: str
+    rule: str
+    reason: str
+    destination: str | None
+    provenance: dict[str, Any] | None
+    kind: NotRequired[str]  # a request judged that is not a tools/call (wire.VERDICT_KINDS)
+    code: NotRequired[str | None]  # the ask's code (an ask, an answer to one)
+    channel: NotRequired[str]  # how a person answered (an answer)
+    request_id_json: NotRequired[str]  # the id's exact JSON where request_id cannot carry it
+    fast_path: NotRequired[Mapping[str, Any]]  # a call the shim forwarded on the fast path: epoch, seq
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What one op judged, as its record and reply need it."""
+
+    session: Session
+    server: str
+    request_id: JsonRpcId
+    tool: str | None
+    verdict: Verdict
+    arguments: Mapping[str, Any] | None  # None: the daemon no longer holds them (see `digest`)
+    digest: str | None = None  # the arguments' digest when they are not held
+    kind: str = "tool"
+    reason: str | None = None  # the record's reason, when it differs from the reply's (an ask's)
+    code: str | None = None
+    channel: str | None = None
+    request_id_json: str | None = None
+    fast_path: Mapping[str, Any] | None = None  # the `forwarded` op's epoch, instance and seq
+    extra: Mapping[str, Any] = field(default_factory=dict)  # what the op adds to the reply
+
+
+def verdict_record(judged: Judged, audit_arguments: str) -> VerdictRecord:
+    """The one audit record of a verdict. `audit_arguments` is the policy setting (full or digest)."""
+    verdict = judged.verdict
+    provenance = verdict.provenance.as_dict() if verdict.provenance is not None else None
+    record: VerdictRecord = {
+        "session": judged.session.key,
+        "client": judged.session.client.name,
+        "server": judged.server,
+        "request_id": judged.request_id,
+        "tool": judged.tool,
+        "verdict": verdict.verdict,
+        "rule": verdict.rule,
+        "reason": judged.reason if judged.reason is not None else verdict.reason,
+        "destination": verdict.destination,
+        "provenance": provenance,
+    }
+    if judged.kind != "tool":
+        record["kind"] = judged.kind
+    if judged.arguments is not None and audit_arguments != "digest":
+        record["arguments"] = judged.arguments
+    elif judged.arguments is not None:
+        record["arguments_sha256"] = arguments_digest(judged.arguments)
+    else:
+        record["arguments_sha256"] = judged.digest
+    if judged.channel is not None:
+        record["channel"] = judged.channel
+    if judged.code is not None or judged.channel is not None:
+        record["code"] = judged.code
+    if judged.request_id_json is not None:
+        record["request_id_json"] = judged.request_id_json
+    if judged.fast_path is not None:
+        record["fast_path"] = judged.fast_path
+    return record
+
+
+def deliver(rid: int, judged: Judged, audit: Audit, audit_arguments: str, now: float) -> dict[str, Any]:
+    """Audit the verdict, count it for the session, and return its reply."""
+    verdict = judged.verdict
+    audit(dict(verdict_record(judged, audit_arguments)), now)
+    judged.session.counts[verdict.verdict] += 1
+    reply = wire.verdict_reply(
+        rid,
+        verdict=verdict.verdict,
+        rule=verdict.rule,
+        reason=verdict.reason,
+        destination=verdict.destination,
+        provenance=verdict.provenance.as_dict() if verdict.provenance is not None else None,
+    )
+    reply.update(judged.extra)
+    return reply
