@@ -38,6 +38,8 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
         "sink": "the engine, step 4: the sink gate of a sending tool",
         "fetch": "the engine, step 4: the sink gate of a fetching tool",
         "program": "the engine, step 4: an ungated tool that runs a command, code or SQL the agent wrote",
+        "consequence": "the engine, step 4: a call that destroys, changes a credential, pays or books, or "
+        "changes membership, judged by where its argument values came from",
         "approval": "a person's answer to an ask, and the approval codes",
         "default": "the engine, step 5: nothing objected",
         "builtin": "the PreToolUse hook, for a client's own tools (shell, WebFetch)",
@@ -90,6 +92,7 @@ _PIN: Maps = ("LLM03:2025",), ("B006", "D003")
 _CONSTRAINT: Maps = ("LLM05:2025", "LLM06:2025"), ("B006", "D003")
 _BUDGET: Maps = ("LLM06:2025", "LLM10:2025"), ("B006", "D003")
 _AGENCY: Maps = ("LLM06:2025",), ()
+_CONSEQUENCE: Maps = ("LLM06:2025",), ("D003",)  # what a fooled agent does without sending anything
 _PINS_EVENT: Maps = ("LLM03:2025",), ()
 _NONE: Maps = ((), ())
 
@@ -323,6 +326,36 @@ _TABLE = (
         "an ask for a call a person approved with `bouncerctl approve` (the grant is used up)",
         _AGENCY,
         "—",
+    ),
+    _row(
+        "consequence.dictated_secret",
+        DENY,
+        "a credential call (password, token, key) whose secret first appeared in untrusted free text",
+        _CONSEQUENCE,
+        "an account takeover: the password an injected mail dictates",
+    ),
+    _row(
+        "consequence.unvouched_secret",
+        ASK,
+        "a credential call whose secret you did not type in this session and no output said",
+        _CONSEQUENCE,
+        "a credential changed to a value the agent chose",
+    ),
+    _row(
+        "consequence.untrusted_value",
+        ASK,
+        "a destroying, paying, booking or membership call with an argument value seen in untrusted free "
+        "text (quoted, after an id word, a capitalised name, a code-like word) or in a source your prompt "
+        "named, and not typed by you",
+        _CONSEQUENCE,
+        "deleting the file an injection names, booking the hotel a planted review recommends",
+    ),
+    _row(
+        "consequence.budget",
+        ASK,
+        "a destroying tool with no `max_calls` called more often this session than the default budget",
+        _CONSEQUENCE,
+        "mass deletion by a fooled agent",
     ),
     _row(
         "default.tainted_argument",

@@ -60,7 +60,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from bouncerd.core import canon, fold, tokens
+from bouncerd.core import canon, fold, said, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 
 MIN_DESTINATION_CHARS = tokens.MIN_KEY_CHARS  # shorter destinations are never tainted
@@ -202,6 +202,8 @@ class _Collector:
             got = both[0]
             if both[1] and not identity:
                 got = (*got, *both[1])  # a planted address's domain is a planted host
+            if not identity and (dictated := said.said_keys(text)):
+                got = (*got, *dictated)  # values the text hands its reader (`said`)
             if identity:
                 if len(text) > MAX_IDENTITY_VALUE_CHARS:
                     identity = False

@@ -1,0 +1,91 @@
+"""Values an untrusted text dictates: what an injection tells the agent to type into a call.
+
+Theory of operation
+-------------------
+The taint index records destinations (addresses, hosts, IBANs, ...). A consequential call (one that
+destroys, changes a credential, pays or books, or changes who has access: `consequence`) is judged
+by where its *other* argument values came from too: a file id, a password, a hotel name that the
+agent copied out of a mail body or a review. Those values are rarely destination-shaped, so free
+text also yields *said keys*: the values a sentence hands to its reader, in the positions an
+instruction puts them, keyed as a person's typing is (`typed.typed_key`) behind `SAID_MARK`:
+
+- a quoted span of one to `MAX_SAID_WORDS` words (`'13'`, `"new_password"`, `“Riverside View”`);
+- the word after an id word (`ID 13`, `file #13`, `number: 4417`): how a text names one object;
+- a run of two to `MAX_SAID_WORDS` capitalised words, and every shorter run inside it (`Riverside
+  View Hotel`): how a text names a place, a business or a person;
+- a code-like word of `MIN_CODE_CHARS` or more, with a letter and a digit or underscore
+  (`new_password`, `hunter22`): how a text dictates a secret.
+
+A value that is the whole string of its field (a listing's name, a dictionary key, a table cell), or
+a name that is the whole of its line (a list item), is not *said*: it is what the output lists, and
+the agent choosing from a listing is not following an instruction. Short values (a file id `13`) are
+said only in the first two positions: a number in prose (`at 13:00`, `13 people`) names nothing.
+
+Said keys are recorded for free text only (never for identity fields), in the same index, with the
+same provenance, retention and eviction as every destination key: there is one taint system.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from bouncerd.core import typed
+
+SAID_MARK: Final = "\x00said:"
+MAX_SAID_WORDS: Final = 4  # "the Riverside View Hotel": a name in a sentence is a few words long
+MAX_SAID_CHARS: Final = 80  # a longer quoted span is a quotation, not a value to type
+MIN_CODE_CHARS: Final = 6
+MAX_SAID_PER_TEXT: Final = 256  # a text that dictates more than this is a listing, not an instruction
+
+_QUOTED = re.compile(r"(?<![\w'])(['\"`‘“])([^'\"`‘’“”\n]{1,80}?)(['\"`’”])(?![\w'])")
+_ID_REF = re.compile(
+    r"(?i)(?:\b(?:id|ids|no|num|number)\b\.?|#)[ \t]*[:=#]?[ \t]*['\"`‘“]?([A-Za-z0-9][\w.-]{0,39})"
+)
+_CAPITAL_RUN = re.compile(r"[A-Z][\w'&-]*(?:[ \t]+[A-Z][\w'&-]*)+")
+_CODE_WORD = re.compile(r"(?<![\w@./:-])(?=[\w-]*[A-Za-z])(?=[\w-]*[\d_])[\w-]{6,64}(?![\w@/-]|\.\w)")
+
+
+_LIST_MARKS = " \t-*•·>#0123456789.):"
+
+
+def _whole_line(text: str, start: int, end: int) -> bool:
+    """Whether a match is all its line holds, but for a list mark before it and punctuation after."""
+    head = text[text.rfind("\n", 0, start) + 1 : start]
+    stop = text.find("\n", end)
+    tail = text[end : len(text) if stop < 0 else stop]
+    return not head.strip(_LIST_MARKS) and not tail.strip(" \t.,;:!?")
+
+
+def said_key(value: str) -> str | None:
+    """The said key an argument value would have, or None (empty, too long, or hidden characters)."""
+    key = typed.typed_key(value)
+    return None if key is None else SAID_MARK + typed.unmarked(key)
+
+
+def said_keys(text: str) -> tuple[str, ...]:
+    """The said keys of one free-text string (see the module docstring), at most `MAX_SAID_PER_TEXT`."""
+    whole = text.strip()
+    found: list[str] = []
+    for m in _QUOTED.finditer(text):
+        span = m.group(2).strip()
+        if span and len(span) <= MAX_SAID_CHARS and len(span.split()) <= MAX_SAID_WORDS:
+            found.append(span)
+    found.extend(m.group(1).rstrip(".-") for m in _ID_REF.finditer(text))
+    for m in _CAPITAL_RUN.finditer(text):
+        if _whole_line(text, m.start(), m.end()):
+            continue  # a line of a listing (`- Riverside View Hotel`): listed, not said
+        words = m.group(0).split()
+        for n in range(2, min(MAX_SAID_WORDS, len(words)) + 1):
+            found.extend(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
+    found.extend(m.group(0) for m in _CODE_WORD.finditer(text))
+    out: dict[str, None] = {}
+    for value in found:
+        if value == whole or not value:
+            continue  # the whole string of its field: listed, not said
+        key = said_key(value)
+        if key is not None:
+            out[key] = None
+            if len(out) >= MAX_SAID_PER_TEXT:
+                break
+    return tuple(out)
