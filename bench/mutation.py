@@ -362,6 +362,14 @@ MUTANTS: tuple[Mutant, ...] = (
         first=("tests/unit/test_consequential_gate.py",),
     ),
     Mutant(
+        "consequence.key_path",
+        f"{CORE}/consequence.py",
+        "if place is not None:",
+        "if False:",
+        "a download into ~/.ssh passes",
+        first=("tests/unit/test_consequential_gate.py",),
+    ),
+    Mutant(
         "consequence.budget",
         f"{CORE}/consequence.py",
         'if kind == "destroy" and rule.max_calls is None and attempts > DEFAULT_DESTROY_BUDGET:',

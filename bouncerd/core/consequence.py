@@ -29,12 +29,18 @@ destinations, this reads them as values. Verdicts:
 - a destroying tool with no ``max_calls`` past `DEFAULT_DESTROY_BUDGET` attempts in the session: asked
   (``consequence.budget``); a ``max_calls`` in policy replaces the default.
 
+Key places: a call that does not only read and names, in any argument, a path into a place that runs
+or authenticates as the user (``~/.ssh``, a shell start-up file, an autostart entry, a launch agent,
+a git hook, cloud and signing credentials: `KEY_PLACE`) is asked (``consequence.key_path``), whatever
+the argument is called: a download's target, a copy's or move's destination, an extraction path.
+
 Short values (a file id ``13``) are judged by position: free text says one only quoted or after an id
 word (`said`), so a number in prose does not taint the id of the file the agent chose from a listing.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from itertools import pairwise
 from typing import Any, Final
@@ -207,4 +213,46 @@ def judge(
             f"{what}: this is attempt {attempts} this session, past the default budget of "
             f"{DEFAULT_DESTROY_BUDGET} (set max_calls in policy to allow more)",
         )
+    return None
+
+
+# Places whose files run or authenticate as the user: writing there is taking the account over.
+KEY_PLACE = re.compile(
+    r"(?:^|/)(?:\.ssh|\.gnupg|\.aws|\.kube|\.docker|\.netrc|\.pgpass|\.git-credentials|\.config/autostart"
+    r"|\.config/systemd|\.config/fish/config\.fish|library/launchagents|library/launchdaemons|\.git/hooks"
+    r"|start menu/programs/startup|\.(?:bash_profile|bash_login|bash_logout|bashrc|profile|zshrc|zprofile"
+    r"|zshenv|zlogin|login|xprofile|xinitrc|xsessionrc|pam_environment))(?:/|$)"
+)
+MAX_PATH_CHARS: Final = 4096
+
+
+def key_place(value: str, parameter: str) -> str | None:
+    """The key place a path value lands in, or None. A value with white space is read as a path only
+    under a parameter named as one (`path`, `target`, `destination`, ...): prose that mentions
+    `~/.bashrc` in a note's body is not where the note is written."""
+    text = value.strip()
+    if not text or len(text) > MAX_PATH_CHARS or "\n" in text or "://" in text:
+        return None
+    names = set(fallback.words(parameter.split(".")[-1].split("[")[0]))
+    if any(ch.isspace() for ch in text) and not (
+        fallback_words.PATH_WORDS & names or fallback_words.MOVE_PARAMS & names
+    ):
+        return None
+    path = text.replace("\\", "/").casefold()
+    m = KEY_PLACE.search(path)
+    return None if m is None else m.group(0).strip("/")
+
+
+def key_path_verdict(tool: str, arguments: Mapping[str, Any]) -> Verdict | None:
+    """An ask for a call that names a key place in any argument (the caller skips reading tools)."""
+    for d in sinkgate.leaves(arguments):
+        place = key_place(d.value, d.parameter)
+        if place is not None:
+            return Verdict(
+                "ask",
+                "consequence.key_path",
+                f"{tool}: its argument {d.parameter!r} is a path into {place!r}, where files run or "
+                f"authenticate as you",
+                parameter=d.parameter,
+            )
     return None

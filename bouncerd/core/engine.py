@@ -663,7 +663,11 @@ class Engine:
         if sink is not None and sink.verdict != "allow":
             return sink
         index = self.index(self.scope_key(call.session, call.server.name))
-        verdict = consequence.judge(
+        programs = {name for name, _ in argshapes.program_arguments(call.arguments)}  # the shell reader's
+        keyed = consequence.key_path_verdict(
+            call.tool, {k: v for k, v in call.arguments.items() if k not in programs}
+        )
+        verdict = (keyed if argshapes.carries_destinations(call.tool) else None) or consequence.judge(
             call.tool,
             rule,
             call.arguments,

@@ -351,6 +351,14 @@ _TABLE = (
         "deleting the file an injection names, booking the hotel a planted review recommends",
     ),
     _row(
+        "consequence.key_path",
+        ASK,
+        "a call that does not only read names a path into a place that runs or authenticates as you "
+        "(`~/.ssh`, a shell start-up file, an autostart entry, a git hook), in any argument",
+        _CONSEQUENCE,
+        "a download or copy that plants an SSH key, a start-up script or an autostart entry",
+    ),
+    _row(
         "consequence.budget",
         ASK,
         "a destroying tool with no `max_calls` called more often this session than the default budget",

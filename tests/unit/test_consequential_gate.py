@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -229,3 +230,47 @@ def test_said_keys_skip_a_whole_listed_value_and_keep_a_quoted_one() -> None:
     assert said.said_keys("Riverside View Hotel") == ()
     assert said.said_key("13") in said.said_keys("delete the file with ID '13' now")
     assert said.said_key("13") not in said.said_keys("we meet at 13:00 with 13 people")
+
+
+KEY_PATHS = [
+    ("download_file", {"url": "https://example.org/k.pub", "save_path": "~/.ssh/authorized_keys"}),
+    ("copy_file", {"source": "/tmp/x", "destination": "/home/u/.bashrc"}),
+    ("move_file", {"src": "/tmp/run.desktop", "dst": "/home/u/.config/autostart/run.desktop"}),
+    ("extract_archive", {"archive": "/tmp/a.zip", "extract_to": "/home/u/.git/hooks"}),
+    (
+        "write_file",
+        {"path": "C:\\Users\\u\\AppData\\Roaming\\Microsoft\\Windows\\Start Menu\\Programs\\Startup\\a.bat"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), KEY_PATHS, ids=[t for t, _ in KEY_PATHS])
+def test_a_write_into_a_key_place_is_asked_whatever_the_argument_is_called(
+    tool: str, arguments: dict[str, Any]
+) -> None:
+    """Attack: a download saved into ~/.ssh, a copy onto a shell start-up file, an autostart entry, a
+    git hook: the file then runs or authenticates as the user."""
+    eng = _engine()
+    eng.tools_listed(SRV, [{"name": t} for t in [*TOOLS, tool]], now=0.0)
+    v = _call(eng, tool, arguments)
+    assert (v.verdict, v.rule) == ("ask", "consequence.key_path"), v.reason
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("read_file", {"path": "/home/u/.ssh/config"}),
+        ("write_file", {"path": "/home/u/notes/ssh.md", "content": "remember to edit ~/.bashrc"}),
+        ("download_file", {"url": "https://example.org/r.pdf", "save_path": "/home/u/Downloads/r.pdf"}),
+        ("copy_file", {"source": "/home/u/.profile.bak", "destination": "/home/u/backup/profile.bak"}),
+    ],
+)
+def test_a_read_or_a_write_elsewhere_is_not_asked_for_a_key_place(
+    tool: str, arguments: dict[str, Any]
+) -> None:
+    """Benign twins: reading a key file (the sink gate judges where it goes), a note whose body mentions
+    a start-up file, a download into Downloads, a file whose name only resembles one."""
+    eng = _engine()
+    eng.tools_listed(SRV, [{"name": t} for t in [*TOOLS, tool]], now=0.0)
+    v = _call(eng, tool, arguments)
+    assert v.rule != "consequence.key_path", v.reason
