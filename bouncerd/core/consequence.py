@@ -35,7 +35,8 @@ a git hook, cloud and signing credentials: `KEY_PLACE`) is asked (``consequence.
 the argument is called: a download's target, a copy's or move's destination, an extraction path.
 
 Short values (a file id ``13``) are judged by position: free text says one only quoted or after an id
-word (`said`), so a number in prose does not taint the id of the file the agent chose from a listing.
+word (`said`), so a number in prose does not taint the id of the file the agent chose from a listing;
+and the prompt vouches for one only in those positions too (`_trusted`: "on June 13" is a date).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import pairwise
 from typing import Any, Final
 
-from bouncerd.core import canon, fallback, fallback_words, said, sinkgate
+from bouncerd.core import canon, fallback, fallback_words, said, sinkgate, typed
 from bouncerd.core.model import Provenance, Verdict
 from bouncerd.core.rules import Consequence, ToolRule
 from bouncerd.core.taint import Hit
@@ -53,6 +54,7 @@ from bouncerd.core.taint import Hit
 # Calls of one destroying tool in a session before a person is asked (policy `max_calls` replaces it).
 DEFAULT_DESTROY_BUDGET: Final = 5
 MAX_JUDGED_VALUE_CHARS: Final = 200  # a longer value is a body of text, not a value an injection dictates
+SHORT_VALUE_CHARS: Final = 6  # shorter values (ids, numbers) are judged by position, typed ones too
 
 
 def _set(text: str) -> frozenset[str]:
@@ -143,6 +145,18 @@ def _from_text(
     return None
 
 
+def _trusted(dest: sinkgate.Destination, trust: sinkgate.Trust) -> bool:
+    """Typed, approved or allowlisted. A short value (`13`) the prompt typed vouches only where the
+    prompt said it as a value (quoted, after an id word: its said key is vouched): "on June 13" types
+    a date, not the id of a file an injection names."""
+    typed_as = typed.typed_key(dest.value)
+    if typed_as is None or len(typed.unmarked(typed_as)) >= SHORT_VALUE_CHARS:
+        return sinkgate.trusted_reason(dest, trust) is not None
+    if said.said_key(dest.value) in trust.destinations:
+        return True
+    return any(k in trust.destinations for k in canon.keys(dest.value, exact=True))
+
+
 def _judged(rule: ToolRule, arguments: Mapping[str, Any]) -> Iterable[sinkgate.Destination]:
     """The argument values a consequential call is judged by: a send's sink parameters (its payee),
     or every value of any other call."""
@@ -175,7 +189,7 @@ def judge(
     secrets = {id(d) for d in (secret_params or values)} if kind == "credential" else set()
     for d in values:
         value = d.value.strip()
-        if sinkgate.trusted_reason(d, trust) is not None:
+        if _trusted(d, trust):
             continue
         hit = _from_text(value, key_hit, lookup)
         secret = id(d) in secrets

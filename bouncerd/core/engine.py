@@ -34,6 +34,7 @@ from bouncerd.core import (
     fallback_words,
     managed,
     pins,
+    said,
     sinkgate,
     taint,
     tokens,
@@ -331,6 +332,7 @@ class Engine:
         (docs/how-it-works.md, "Client hooks")."""
         keys = {k for word in argshapes.prompt_destinations(text) for k in canon.keys(word)}
         keys |= typed.typed_keys(text[: argshapes.MAX_PROMPT_CHARS])
+        keys |= set(said.said_keys(text[: argshapes.MAX_PROMPT_CHARS]))  # short values, by position
         events: list[VouchEvent] = []
         if keys - self.session(session).vouched:
             self._emit(events, VouchEvent(ev="vouch", session=session, keys=sorted(keys)))
@@ -660,8 +662,8 @@ class Engine:
         """The sink gate, then a consequential call it let through (or does not gate) is judged by where
         its argument values came from (`consequence.judge`)."""
         sink = self._check_sinks(call, rule, events, now)
-        if sink is not None and sink.verdict != "allow":
-            return sink
+        if sink is not None and (sink.verdict != "allow" or sink.rule == "approval.once"):
+            return sink  # refused, or a person approved this exact call: one question is enough
         index = self.index(self.scope_key(call.session, call.server.name))
         programs = {name for name, _ in argshapes.program_arguments(call.arguments)}  # the shell reader's
         keyed = consequence.key_path_verdict(
