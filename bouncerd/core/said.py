@@ -38,12 +38,20 @@ MAX_SAID_CHARS: Final = 80  # a longer quoted span is a quotation, not a value t
 MIN_CODE_CHARS: Final = 6
 MAX_SAID_PER_TEXT: Final = 256  # a text that dictates more than this is a listing, not an instruction
 
+# Each pattern starts on a rare character or is searched only where a cheap pattern found a start:
+# Python's `re` is slow on patterns whose first character is common (see bench/taint.py).
 _QUOTED = re.compile(r"(?<![\w'])(['\"`‘“])([^'\"`‘’“”\n]{1,80}?)(['\"`’”])(?![\w'])")
-_ID_REF = re.compile(
-    r"(?i)(?:\b(?:id|ids|no|num|number)\b\.?|#)[ \t]*[:=#]?[ \t]*['\"`‘“]?([A-Za-z0-9][\w.-]{0,39})"
-)
+# One pattern per id word, each starting with its literal (searched at C speed); the word boundary
+# before it is checked on the match.
+_ID_VALUE = r"[ \t]*[:=#]?[ \t]*['\"`‘“]?([a-z0-9][\w.-]{0,39})"
+_ID_REFS = tuple(re.compile(w + r"\b\.?" + _ID_VALUE) for w in ("id", "ids", "no", "num", "number"))
+_HASH_REF = re.compile("#" + _ID_VALUE)
+_CAPITAL_START = re.compile(r"\b[A-Z][A-Za-z0-9_'&-]*[ \t]+[A-Z]")
 _CAPITAL_RUN = re.compile(r"[A-Z][\w'&-]*(?:[ \t]+[A-Z][\w'&-]*)+")
-_CODE_WORD = re.compile(r"(?<![\w@./:-])(?=[\w-]*[A-Za-z])(?=[\w-]*[\d_])[\w-]{6,64}(?![\w@/-]|\.\w)")
+_CODE_CANDIDATE = re.compile(r"\b[A-Za-z-]*[0-9_][\w-]*", re.ASCII)
+_CODE_WORD = re.compile(r"(?=[\w-]*[A-Za-z])[\w-]{6,64}")
+_NOT_BEFORE_CODE = frozenset("@./:-")
+_NOT_AFTER_CODE = frozenset("@/-")
 
 
 _LIST_MARKS = " \t-*•·>#0123456789.):"
@@ -71,16 +79,29 @@ def said_keys(text: str) -> tuple[str, ...]:
         span = m.group(2).strip()
         if span and len(span) <= MAX_SAID_CHARS and len(span.split()) <= MAX_SAID_WORDS:
             found.append(span)
-    found.extend(m.group(1).rstrip(".-") for m in _ID_REF.finditer(text))
-    for m in _CAPITAL_RUN.finditer(text):
+    low = text.lower()
+    for rx in (*_ID_REFS, _HASH_REF):
+        for m in rx.finditer(low):
+            a = m.start()
+            if rx is _HASH_REF or not (a and (low[a - 1].isalnum() or low[a - 1] == "_")):
+                found.append(m.group(1).rstrip(".-"))
+    start = _CAPITAL_START.search(text)
+    for m in _CAPITAL_RUN.finditer(text, start.start()) if start is not None else ():
         if _whole_line(text, m.start(), m.end()):
             continue  # a line of a listing (`- Riverside View Hotel`): listed, not said
         words = m.group(0).split()
         for n in range(2, min(MAX_SAID_WORDS, len(words)) + 1):
             found.extend(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
-    found.extend(m.group(0) for m in _CODE_WORD.finditer(text))
+    for m in _CODE_CANDIDATE.finditer(text):
+        word, a, b = m.group(0), m.start(), m.end()
+        if MIN_CODE_CHARS <= len(word) <= 64 and _CODE_WORD.fullmatch(word):
+            if (a and text[a - 1] in _NOT_BEFORE_CODE) or (b < len(text) and text[b] in _NOT_AFTER_CODE):
+                continue  # part of an address, a URL or a path: the destination keys have it
+            if b + 1 < len(text) and text[b] == "." and text[b + 1].isalnum():
+                continue
+            found.append(word)
     out: dict[str, None] = {}
-    for value in found:
+    for value in dict.fromkeys(found):  # fold each candidate once
         if value == whole or not value:
             continue  # the whole string of its field: listed, not said
         key = said_key(value)
