@@ -40,7 +40,9 @@ MAX_SAID_PER_TEXT: Final = 256  # a text that dictates more than this is a listi
 
 # Each pattern starts on a rare character or is searched only where a cheap pattern found a start:
 # Python's `re` is slow on patterns whose first character is common (see bench/taint.py).
-_QUOTED = re.compile(r"(?<![\w'])(['\"`‘“])([^'\"`‘’“”\n]{1,80}?)(['\"`’”])(?![\w'])")
+_OPENING_QUOTES = ("'", '"', "`", "‘", "“")
+# No lookbehind: it would hide the quote characters the search can skip to (checked on the match).
+_QUOTED = re.compile(r"(['\"`‘“])([^'\"`‘’“”\n]{1,80}?)(['\"`’”])(?![\w'])")
 # One pattern per id word, each starting with its literal (searched at C speed); the word boundary
 # before it is checked on the match.
 _ID_VALUE = r"[ \t]*[:=#]?[ \t]*['\"`‘“]?([a-z0-9][\w.-]{0,39})"
@@ -75,7 +77,10 @@ def said_keys(text: str) -> tuple[str, ...]:
     """The said keys of one free-text string (see the module docstring), at most `MAX_SAID_PER_TEXT`."""
     whole = text.strip()
     found: list[str] = []
-    for m in _QUOTED.finditer(text):
+    for m in _QUOTED.finditer(text) if any(q in text for q in _OPENING_QUOTES) else ():
+        a = m.start()
+        if a and (text[a - 1].isalnum() or text[a - 1] in "_'"):
+            continue  # an apostrophe inside a word (`don't`), not an opening quote
         span = m.group(2).strip()
         if span and len(span) <= MAX_SAID_CHARS and len(span.split()) <= MAX_SAID_WORDS:
             found.append(span)
@@ -92,14 +97,19 @@ def said_keys(text: str) -> tuple[str, ...]:
         words = m.group(0).split()
         for n in range(2, min(MAX_SAID_WORDS, len(words)) + 1):
             found.extend(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
-    for m in _CODE_CANDIDATE.finditer(text):
-        word, a, b = m.group(0), m.start(), m.end()
-        if MIN_CODE_CHARS <= len(word) <= 64 and _CODE_WORD.fullmatch(word):
-            if (a and text[a - 1] in _NOT_BEFORE_CODE) or (b < len(text) and text[b] in _NOT_AFTER_CODE):
-                continue  # part of an address, a URL or a path: the destination keys have it
-            if b + 1 < len(text) and text[b] == "." and text[b + 1].isalnum():
-                continue
-            found.append(word)
+    for chunk in text.split():  # a code-like word has a digit or an underscore: most words are skipped here
+        if len(chunk) < MIN_CODE_CHARS or chunk.isalpha():
+            continue
+        for m in _CODE_CANDIDATE.finditer(chunk):
+            word, a, b = m.group(0), m.start(), m.end()
+            if MIN_CODE_CHARS <= len(word) <= 64 and _CODE_WORD.fullmatch(word):
+                if (a and chunk[a - 1] in _NOT_BEFORE_CODE) or (
+                    b < len(chunk) and chunk[b] in _NOT_AFTER_CODE
+                ):
+                    continue  # part of an address, a URL or a path: the destination keys have it
+                if b + 1 < len(chunk) and chunk[b] == "." and chunk[b + 1].isalnum():
+                    continue
+                found.append(word)
     out: dict[str, None] = {}
     for value in dict.fromkeys(found):  # fold each candidate once
         if value == whole or not value:
