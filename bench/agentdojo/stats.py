@@ -91,6 +91,7 @@ class Tally:
     pairs: Counter[str] = field(default_factory=Counter)
     utility: Counter[str] = field(default_factory=Counter)
     attacked: Counter[str] = field(default_factory=Counter)
+    attacked_by_task: Counter[tuple[str, str]] = field(default_factory=Counter)  # suite, injection task
     empty_attack: Counter[str] = field(default_factory=Counter)  # pairs whose injection has no calls
     vouched: Counter[str] = field(default_factory=Counter)  # pairs whose prompt vouched a destination
     misses: list[dict[str, str]] = field(default_factory=list)
@@ -109,6 +110,7 @@ class Tally:
         self.vouched[suite] += vouched > 0
         self.utility[suite] += utility
         self.attacked[suite] += attacked
+        self.attacked_by_task[suite, episode.key.rsplit("/", 1)[-1]] += attacked
         if not any(role == "attack" for role, *_ in verdicts):
             self.empty_attack[suite] += 1
         for role, tool, verdict, reason in verdicts:
@@ -143,6 +145,12 @@ class Tally:
             "attack_success": sum(self.attacked[s] for s in suites),
             "pairs_without_attack_calls": sum(self.empty_attack[s] for s in suites),
             "pairs_with_vouched_destinations": sum(self.vouched[s] for s in suites),
+            # per injection goal: which attacks still succeed (their calls are in by_tool)
+            "attack_success_by_injection_task": {
+                f"{s}/{task}": n
+                for (s, task), n in sorted(self.attacked_by_task.items())
+                if s in suites and n
+            },
             "benign": {c: triple("benign", c) for c in CLASSES},
             "attack": {c: triple("attack", c) for c in CLASSES},
             "asks": {

@@ -24,15 +24,18 @@ from typing import Any, Final, TypeVar
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import (
+    argshapes,
     builtin_tools,
     callnotes,
     canon,
+    consequence,
     constraints,
     fallback,
     fallback_words,
     managed,
     pins,
     restricted,
+    said,
     sinkgate,
     taint,
     tokens,
@@ -70,73 +73,6 @@ SNAPSHOT_TAINT_CHUNK = 100_000
 
 def _lexical_only(path: str) -> str:
     return path
-
-
-# Arguments that hold a program the tool runs: a shell command, code, a SQL statement, a script.
-PROGRAM_WORDS: Final = frozenset(
-    {
-        "command",
-        "commands",
-        "cmd",
-        "cmdline",
-        "commandline",
-        "script",
-        "code",
-        "shell",
-        "bash",
-        "sh",
-        "powershell",
-        "sql",
-        "statement",
-        "stmt",
-        "expression",
-        "expr",
-        "function",
-        "javascript",
-        "js",
-        "python",
-        "program",
-        "snippet",
-        "exec",
-        "argv",
-    }
-)
-MAX_CARRIED_VALUE_CHARS: Final = 512  # longer values are prose to `_check_carried`, not destinations
-
-
-def carries_destinations(tool: str) -> bool:
-    """Whether an ungated tool's arguments are checked for planted destinations (`_check_carried`):
-    every tool whose name is not made of reading verbs alone (`get_user`, `search_mail`); a name
-    with no verb we know (`comms`, `fax`, a name in another script) is checked."""
-    parts = fallback.words(tool)
-    if fallback_words.verb_of(parts)[0] != "read":
-        return True
-    # After a reading verb, another verb word is what it reads (`search_mail`, `find_contact`),
-    # unless a conjunction makes it a second action (`get_and_send`, `read_then_forward`).
-    for i, p in enumerate(parts[:-1]):
-        if p in ("and", "then") and fallback_words.verb_of(parts[i + 1 :])[0] not in (None, "read"):
-            return True
-    return False
-
-
-def names_a_program(name: str) -> bool:
-    """Whether an argument of this name holds a program (one of its words is in `PROGRAM_WORDS`)."""
-    return bool(PROGRAM_WORDS.intersection(fallback.words(name)))
-
-
-def program_arguments(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(name, text) of each top-level argument named as a program (`PROGRAM_WORDS`): a string, or a
-    list of strings (an argv) joined with spaces. Never cut: the shell reader asks about a program
-    too long to read (`shell_destinations.MAX_COMMAND_CHARS`), where a cut one would hide its tail."""
-    out: list[tuple[str, str]] = []
-    for name, value in arguments.items():
-        if not names_a_program(str(name)):
-            continue
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            value = " ".join(value)
-        if isinstance(value, str) and value.strip():
-            out.append((str(name), value))
-    return out
 
 
 @dataclass
@@ -410,8 +346,9 @@ class Engine:
     def vouch(self, session: str, text: str) -> list[VouchEvent]:
         """Destinations in text the *user* typed (their prompt) are trusted for the session
         (docs/how-it-works.md, "Client hooks")."""
-        keys = {k for word in prompt_destinations(text) for k in canon.keys(word)}
-        keys |= typed.typed_keys(text[:MAX_PROMPT_CHARS])
+        keys = {k for word in argshapes.prompt_destinations(text) for k in canon.keys(word)}
+        keys |= typed.typed_keys(text[: argshapes.MAX_PROMPT_CHARS])
+        keys |= set(said.said_keys(text[: argshapes.MAX_PROMPT_CHARS]))  # short values, by position
         events: list[VouchEvent] = []
         if keys - self.session(session).vouched:
             self._emit(events, VouchEvent(ev="vouch", session=session, keys=sorted(keys)))
@@ -470,9 +407,9 @@ class Engine:
     def _sends(self, call: ToolCall, rule: ToolRule) -> bool:
         """Whether a call can carry data somewhere: a gated tool, a program among its arguments, or a
         tool that does not only read with an argument that is an address, a URL or a host."""
-        if rule.exfiltrating or program_arguments(call.arguments):
+        if rule.exfiltrating or argshapes.program_arguments(call.arguments):
             return True
-        if not carries_destinations(call.tool):
+        if not argshapes.carries_destinations(call.tool):
             return False
         found = [*sinkgate.destinations(call.arguments, ())[0], *sinkgate.assembled(call.arguments)]
         return any(canon.canonicalize(d.value.strip()).kind != "text" for d in found)
@@ -627,9 +564,9 @@ class Engine:
         """Whether a verdict on this call looks up taint (the daemon then waits for earlier outputs to
         be indexed first): a gated tool's, one whose arguments the backstop reads for planted
         destinations (`carries_destinations`), or one with a program among its arguments."""
-        if self.rule_for(server, tool, policy).exfiltrating or carries_destinations(tool):
+        if self.rule_for(server, tool, policy).exfiltrating or argshapes.carries_destinations(tool):
             return True
-        return isinstance(arguments, Mapping) and bool(program_arguments(arguments))
+        return isinstance(arguments, Mapping) and bool(argshapes.program_arguments(arguments))
 
     def _check_programs(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
         """An ungated tool that runs a program the agent wrote (a shell command, code, SQL: see
@@ -639,7 +576,7 @@ class Engine:
         untrusted output is denied (`dblink_connect('host=evil.example')`, `fetch('https://…')`)."""
         if rule.exfiltrating:
             return None
-        programs = program_arguments(call.arguments)
+        programs = argshapes.program_arguments(call.arguments)
         if not programs:
             return None
         scope = self.scope_key(call.session, call.server.name)
@@ -670,13 +607,13 @@ class Engine:
         sending the fallback could not read from its name or description) is asked about. A tool
         whose name only reads (`carries_destinations`) is not: looking up a planted sender is
         what a mail client does."""
-        if rule.exfiltrating or not carries_destinations(call.tool):
+        if rule.exfiltrating or not argshapes.carries_destinations(call.tool):
             return None
         index = self.index(self.scope_key(call.session, call.server.name))
         trust = self.trust(call, rule)
         for d in [*sinkgate.destinations(call.arguments, ())[0], *sinkgate.assembled(call.arguments)]:
             value = d.value.strip()
-            if len(value) > MAX_CARRIED_VALUE_CHARS or (
+            if len(value) > argshapes.MAX_CARRIED_VALUE_CHARS or (
                 canon.canonicalize(value).kind == "text" and len(value.split()) != 1
             ):
                 continue  # prose: what a note or a document says is not where it goes
@@ -752,6 +689,30 @@ class Engine:
             )
         return self._use_once_grant(call, verdict, events, now)
 
+    def _check_consequence(
+        self, call: ToolCall, rule: ToolRule, events: list[Event], now: float
+    ) -> Verdict | None:
+        """The sink gate, then a consequential call it let through (or does not gate) is judged by where
+        its argument values came from (`consequence.judge`)."""
+        sink = self._check_sinks(call, rule, events, now)
+        if sink is not None and (sink.verdict != "allow" or sink.rule == "approval.once"):
+            return sink  # refused, or a person approved this exact call: one question is enough
+        index = self.index(self.scope_key(call.session, call.server.name))
+        programs = {name for name, _ in argshapes.program_arguments(call.arguments)}  # the shell reader's
+        keyed = consequence.key_path_verdict(
+            call.tool, {k: v for k, v in call.arguments.items() if k not in programs}
+        )
+        verdict = (keyed if argshapes.carries_destinations(call.tool) else None) or consequence.judge(
+            call.tool,
+            rule,
+            call.arguments,
+            trust=self.trust(call, rule),
+            key_hit=index.key_hit,
+            lookup=index.lookup,
+            attempts=self.session(call.session).attempts[(call.server.name, call.tool)],
+        )
+        return sink if verdict is None else self._use_once_grant(call, verdict, events, now)
+
     def _decide_message(self, call: ToolCall, events: list[Event], now: float) -> Verdict:
         """A request other than tools/call that carries the agent's data to the server
         (docs/how-it-works.md, "Requests other than tools/call").
@@ -773,7 +734,9 @@ class Engine:
                 sink_params=("uri",),
                 trust=trust,
                 seen_exactly=index.seen_exactly,
-                host_hit=lambda value: index.host_hit(value) if _names_a_network_host(value) else None,
+                host_hit=lambda value: (
+                    index.host_hit(value) if argshapes.names_a_network_host(value) else None
+                ),
                 key_hit=index.key_hit,
                 what="reading",
             )
@@ -895,18 +858,22 @@ GATES: Final[tuple[Gate, ...]] = (
         lambda engine, call, rule, events, now: engine._check_constraints(call, rule),
     ),
     Gate(
-        "sinks",
-        lambda rule, tool, names: rule.exfiltrating,
-        lambda engine, call, rule, events, now: engine._check_sinks(call, rule, events, now),
+        # The sink gate, then what a consequential call's values came from, and a path into a key
+        # directory named by any call that does not only read (`_check_consequence`).
+        "sinks and consequences",
+        lambda rule, tool, names: (
+            rule.exfiltrating or consequence.of(rule) is not None or argshapes.carries_destinations(tool)
+        ),
+        lambda engine, call, rule, events, now: engine._check_consequence(call, rule, events, now),
     ),
     Gate(
         "programs",
-        lambda rule, tool, names: not rule.exfiltrating and any(names_a_program(n) for n in names),
+        lambda rule, tool, names: not rule.exfiltrating and any(argshapes.names_a_program(n) for n in names),
         lambda engine, call, rule, events, now: engine._check_programs(call, rule),
     ),
     Gate(
         "carried",
-        lambda rule, tool, names: not rule.exfiltrating and carries_destinations(tool),
+        lambda rule, tool, names: not rule.exfiltrating and argshapes.carries_destinations(tool),
         lambda engine, call, rule, events, now: engine._check_carried(call, rule),
     ),
 )
@@ -915,25 +882,3 @@ GATES: Final[tuple[Gate, ...]] = (
 def _scope_session(scope: str) -> str | None:
     """The session a taint scope belongs to (None for the user scope)."""
     return None if scope == USER_SCOPE else scope.split("\x00", 1)[0]
-
-
-def _names_a_network_host(uri: str) -> bool:
-    """Whether a resource URI's authority is a host on the network (`web://evil.example/x`, an IP), not
-    the server's own namespace (`demo://resource/…`, `fixture://notes/…`): a server lists its own
-    namespace, and reading another resource in it reaches nobody else."""
-    return any("." in h or h.startswith("[") for h in canon.canonicalize(uri).hosts)
-
-
-_WORD_EDGES = "\"'`()[]{}<>,;!?*"
-MAX_PROMPT_CHARS = 100_000  # a prompt longer than this is a paste, not a person naming recipients
-
-
-def prompt_destinations(text: str) -> list[str]:
-    """The words of a prompt that are one destination each (address, URL, host, phone, IBAN, handle),
-    in the user's own spelling: trust is compared on narrow keys (see canon)."""
-    out: list[str] = []
-    for raw in text[:MAX_PROMPT_CHARS].split():
-        word = raw.strip(_WORD_EDGES).rstrip(".:")
-        if len(word) >= taint.MIN_DESTINATION_CHARS and canon.canonicalize(word).kind != "text":
-            out.append(word)
-    return out

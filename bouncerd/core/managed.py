@@ -173,6 +173,8 @@ def _loosenings(entry: ToolEntry, bound: Bound) -> Iterator[tuple[str, str]]:
         yield "untrusted_output", "vouches for output the managed policy treats as untrusted"
     if "deletion" in keys and r.deletion and entry.deletion is False:
         yield "deletion", "turns the managed deletion gate off"
+    if "consequence" in keys and r.consequence not in ("", "none") and entry.consequence != r.consequence:
+        yield "consequence", f"changes the managed consequence {r.consequence} of the tool"
 
 
 def trust_denied(deny: DenyTrust, destination: str) -> bool:

@@ -29,17 +29,18 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from types import MappingProxyType
 from typing import Any, Literal
 
 import yaml
 
-from bouncerd.core import fallback, packs
+from bouncerd.core import consequence, fallback, packs
 from bouncerd.core.constraints import collapse, path_problem
 from bouncerd.core.exportconf import ExportConfig, parse_export
 from bouncerd.core.rules import (
+    CONSEQUENCES,
     ENTRY_KEYS,
     ON_TAINTED,
     SINK_KEYS,
@@ -270,6 +271,7 @@ _ENTRY_PARSERS: dict[str, Any] = {
     "untrusted_output": Doc.boolean,
     "deletion": Doc.boolean,
     "directory": Doc.boolean,
+    "consequence": lambda doc, node, key: doc.string(node, key, CONSEQUENCES),
 }
 assert set(_ENTRY_PARSERS) == set(ENTRY_KEYS)
 
@@ -567,12 +569,15 @@ class Policy:
     ) -> ToolRule:
         """The effective rule for one tool of one server: packs < fallback-if-unnamed < layers."""
         description: str | None = None
+        annotations: Mapping[str, Any] | None = None
         if isinstance(tool, Mapping):
             name = str(tool.get("name", ""))
             schema = tool.get("inputSchema")
             input_schema = schema if isinstance(schema, Mapping) else input_schema
             text = tool.get("description")
             description = text if isinstance(text, str) else None  # pinned with the tool: stable input
+            notes_of = tool.get("annotations")
+            annotations = notes_of if isinstance(notes_of, Mapping) else None
         else:
             name = tool
         entries: list[tuple[str, ToolEntry]] = []
@@ -583,8 +588,10 @@ class Policy:
         notes: tuple[str, ...] = ()
         if not entries:
             guess = fallback.classify(name, input_schema, description=description)
-            entries.append(("fallback", guess.entry))
-            notes = guess.notes
+            kind, why = consequence.classify(name, annotations)
+            entry = replace(guess.entry, consequence=kind) if kind is not None else guess.entry
+            entries.append(("fallback", entry))
+            notes = (*guess.notes, why) if why is not None else guess.notes
         for layer in self.layers:
             if name in layer.tools:
                 entries.append((f"{layer.filename}:{layer.tool_lines.get(name, 1)}", layer.tools[name]))

@@ -38,6 +38,8 @@ FAMILIES: Mapping[str, str] = MappingProxyType(
         "sink": "the engine, step 4: the sink gate of a sending tool",
         "fetch": "the engine, step 4: the sink gate of a fetching tool",
         "program": "the engine, step 4: an ungated tool that runs a command, code or SQL the agent wrote",
+        "consequence": "the engine, step 4: a call that destroys, changes a credential, pays or books, or "
+        "changes membership, judged by where its argument values came from",
         "approval": "a person's answer to an ask, and the approval codes",
         "default": "the engine, step 5: nothing objected",
         "fastpath": "the daemon, on the record of a call the shim forwarded before asking",
@@ -92,6 +94,7 @@ _PIN: Maps = ("LLM03:2025",), ("B006", "D003")
 _CONSTRAINT: Maps = ("LLM05:2025", "LLM06:2025"), ("B006", "D003")
 _BUDGET: Maps = ("LLM06:2025", "LLM10:2025"), ("B006", "D003")
 _AGENCY: Maps = ("LLM06:2025",), ()
+_CONSEQUENCE: Maps = ("LLM06:2025",), ("D003",)  # what a fooled agent does without sending anything
 _PINS_EVENT: Maps = ("LLM03:2025",), ()
 _NONE: Maps = ((), ())
 
@@ -332,6 +335,44 @@ _TABLE = (
         "an ask for a call a person approved with `bouncerctl approve` (the grant is used up)",
         _AGENCY,
         "—",
+    ),
+    _row(
+        "consequence.dictated_secret",
+        DENY,
+        "a credential call (password, token, key) whose secret first appeared in untrusted free text",
+        _CONSEQUENCE,
+        "an account takeover: the password an injected mail dictates",
+    ),
+    _row(
+        "consequence.unvouched_secret",
+        ASK,
+        "a credential call whose secret you did not type in this session and no output said",
+        _CONSEQUENCE,
+        "a credential changed to a value the agent chose",
+    ),
+    _row(
+        "consequence.untrusted_value",
+        ASK,
+        "a destroying, paying, booking or membership call with an argument value seen in untrusted free "
+        "text (quoted, after an id word, a capitalised name, a code-like word) or in a source your prompt "
+        "named, and not typed by you",
+        _CONSEQUENCE,
+        "deleting the file an injection names, booking the hotel a planted review recommends",
+    ),
+    _row(
+        "consequence.key_path",
+        ASK,
+        "a call that does not only read names a path into a place that runs or authenticates as you "
+        "(`~/.ssh`, a shell start-up file, an autostart entry, a git hook), in any argument",
+        _CONSEQUENCE,
+        "a download or copy that plants an SSH key, a start-up script or an autostart entry",
+    ),
+    _row(
+        "consequence.budget",
+        ASK,
+        "a destroying tool with no `max_calls` called more often this session than the default budget",
+        _CONSEQUENCE,
+        "mass deletion by a fooled agent",
     ),
     _row(
         "default.tainted_argument",
@@ -587,6 +628,7 @@ CALL_STEPS: Mapping[str, str] = MappingProxyType(
         "sink": "4. sink gate, send",
         "fetch": "4. sink gate, fetch",
         "program": "4. sink gate, program",
+        "consequence": "4. consequence",
         "approval": "approval",
         "default": "5",
     }

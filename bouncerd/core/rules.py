@@ -11,8 +11,8 @@ tool is gated the way it is.
 
 How a higher layer's key lands on a lower layer's value (the merge semantics)
 - Scalars (`exfiltrating`, `sink_kind`, `max_calls`, `on_tainted`, `untrusted_output`, `deletion`,
-  `directory`) replace. So turning a pack's sink gate off takes an explicit `exfiltrating: false`:
-  leaving the key out keeps the pack's `true`.
+  `directory`, `consequence`) replace. So turning a pack's sink gate off takes an explicit
+  `exfiltrating: false`: leaving the key out keeps the pack's `true`.
 - `trusted_destinations` and `trusted_domains` **extend** (union, first mention first). They are
   statements of trust the user made; a shim file that trusts one more address for its server must
   not silently drop the addresses the user trusts everywhere. Built-in packs ship no trust, so
@@ -39,6 +39,9 @@ from typing import Any, Literal
 
 SinkKind = Literal["send", "fetch"]
 OnTainted = Literal["deny", "ask"]
+# What a consequential call does (docs/how-it-works.md, "Consequential calls"); `none` turns it off.
+Consequence = Literal["destroy", "credential", "payment", "membership", "none"]
+CONSEQUENCES: tuple[Consequence, ...] = ("destroy", "credential", "payment", "membership", "none")
 
 SINK_KINDS: tuple[SinkKind, ...] = ("send", "fetch")
 ON_TAINTED: tuple[OnTainted, ...] = ("deny", "ask")
@@ -74,6 +77,7 @@ class ToolEntry:
     untrusted_output: bool | None = None
     deletion: bool | None = None
     directory: bool | None = None
+    consequence: Consequence | None = None
 
     def written(self) -> Iterator[tuple[str, Any]]:
         """The keys this layer set, in declaration order, with their values."""
@@ -112,6 +116,8 @@ class ToolRule:
     # The output lists the user's own contacts, members, attendees or counterparties in its identity
     # fields: a recipient listed there (and never seen in free text) is trusted.
     directory: bool = False
+    # What the call does that cannot be taken back (`consequence.py`); "" when it does none of that.
+    consequence: Consequence | Literal[""] = ""
     source: Mapping[str, str] = field(default_factory=_frozen_map, hash=False, compare=False)
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -208,6 +214,8 @@ def describe(rule: ToolRule) -> list[str]:
         lines.append(f"untrusted_output: false (output vouched for)  [{src.get('untrusted_output')}]")
     if rule.deletion:
         lines.append(f"deletion: true  [{src.get('deletion')}]")
+    if rule.consequence:
+        lines.append(f"consequence: {rule.consequence}  [{src.get('consequence')}]")
     if rule.allowed_path_prefixes and not rule.write_params:
         lines.append("warning: allowed_path_prefixes is set but no write_params: every call is refused")
     lines.extend(f"note: {n}" for n in rule.notes)

@@ -60,7 +60,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from bouncerd.core import canon, fold, shapes, tokens
+from bouncerd.core import canon, fold, said, shapes, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.shapes import DOMAIN_PREFIX, domain_keys
 
@@ -200,6 +200,8 @@ class _Collector:
             got = both[0]
             if both[1] and not identity:
                 got = (*got, *both[1])  # a planted address's domain is a planted host
+            if not identity and (dictated := said.said_keys(text)):
+                got = (*got, *dictated)  # values the text hands its reader (`said`)
             if identity:
                 if len(text) > MAX_IDENTITY_VALUE_CHARS:
                     identity = False
@@ -549,6 +551,7 @@ class Seams:
         # with its own output, and must not come back here as free text of this one.
         whole = set(tokens.key_tuple(previous)) | set(tokens.key_tuple(head))
         whole.update(domain_keys(whole))
+        whole.update(said.said_keys(previous), said.said_keys(head))
         return [r for r in collector.records() if r.token not in whole]
 
 

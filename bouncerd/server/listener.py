@@ -34,6 +34,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 
 from bouncerd.errors import AlreadyRunningError, BouncerError
+from bouncerd.lockholder import read_pid
 
 SD_LISTEN_FDS_START = 3  # the first passed fd, fixed by the sd_listen_fds(3) protocol
 ACTIVATION_VARIABLES = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
@@ -63,7 +64,7 @@ class InstanceLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
-                holder = _read_pid(fd)
+                holder = read_pid(fd)
                 os.close(fd)
                 if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     who = f"pid {holder}" if holder else "pid unknown"
@@ -90,35 +91,6 @@ class InstanceLock:
                 os.unlink(self.path)
         os.close(self._fd)
         self._fd = None
-
-
-def lock_holder(path: Path) -> int | None:
-    """The pid of a live daemon holding the instance lock at `path` (its own, or "0" if it does not
-    say), or None if nobody holds it. Read-only: creates nothing and leaves no lock behind. Lets a
-    client tell a daemon that lost its socket from one that is not running."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return _read_pid(fd) or 0
-            return None
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def _read_pid(fd: int) -> int | None:
-    try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        return int(text) if text.isdigit() else None
-    except OSError:
-        return None
 
 
 def take_activated_socket(environ: MutableMapping[str, str], pid: int) -> socket.socket | None:

@@ -60,8 +60,8 @@ def connect() -> Client:
 def unreachable_but_running(paths: Any) -> str | None:
     """When no daemon answers on the socket: if one still holds the instance lock, say so (its socket
     file was removed or replaced, or it is not answering), else None (it is not running)."""
+    from bouncerd.lockholder import lock_holder
     from bouncerd.paths import check_private_dir
-    from bouncerd.server.listener import lock_holder
 
     try:
         check_private_dir(paths.runtime)  # a directory we would refuse to connect through tells nothing

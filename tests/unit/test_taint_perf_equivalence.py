@@ -20,7 +20,7 @@ from urllib.parse import quote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import fold, shapes, taint, tokens
+from bouncerd.core import fold, said, shapes, taint, tokens
 from bouncerd.core.model import Provenance
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -398,6 +398,7 @@ class RefCollector:
             else:  # the domain of an address in free text, as a host
                 domains = [k.split("@")[1] for k in found if k.count("@") == 1 and "/" not in k]
                 found = (*found, *("@" + d for d in domains if len(d) >= taint.MIN_DESTINATION_CHARS))
+                found = (*found, *said.said_keys(text))  # values the text dictates (tested on their own)
             own = parties.get(taint._object_of(field), set()) if not identity else set()
             for key in found:
                 party = key in own

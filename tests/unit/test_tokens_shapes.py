@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bouncerd.core import shapes, taint, tokens
+from bouncerd.core import said, shapes, taint, tokens
 
 SRC = taint.Source(server="inbox", tool="read_message", request_id=3, ts=100.0)
 
@@ -29,7 +29,9 @@ def structured(field: str, written: str) -> dict[str, Any]:
 
 
 def recorded(payload: dict[str, Any]) -> set[str]:
-    return {r.token for r in taint.extract(payload, SRC)}
+    """The destination keys an output records (the values free text says, `said`, are recorded beside
+    them for consequential calls, and are no destination)."""
+    return {r.token for r in taint.extract(payload, SRC) if not r.token.startswith(said.SAID_MARK)}
 
 
 def check_planted(field: str, written: str, keys: set[str], destination: str) -> None:

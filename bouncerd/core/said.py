@@ -1,0 +1,122 @@
+"""Values an untrusted text dictates: what an injection tells the agent to type into a call.
+
+Theory of operation
+-------------------
+The taint index records destinations (addresses, hosts, IBANs, ...). A consequential call (one that
+destroys, changes a credential, pays or books, or changes who has access: `consequence`) is judged
+by where its *other* argument values came from too: a file id, a password, a hotel name that the
+agent copied out of a mail body or a review. Those values are rarely destination-shaped, so free
+text also yields *said keys*: the values a sentence hands to its reader, in the positions an
+instruction puts them, keyed as a person's typing is (`typed.typed_key`) behind `SAID_MARK`:
+
+- a quoted span of one to `MAX_SAID_WORDS` words (`'13'`, `"new_password"`, `“Riverside View”`);
+- the word after an id word (`ID 13`, `file #13`, `number: 4417`): how a text names one object;
+- a run of two to `MAX_SAID_WORDS` capitalised words, and every shorter run inside it (`Riverside
+  View Hotel`): how a text names a place, a business or a person;
+- a code-like word of `MIN_CODE_CHARS` or more, with a letter and a digit or underscore
+  (`new_password`, `hunter22`): how a text dictates a secret.
+
+A value that is the whole string of its field (a listing's name, a dictionary key, a table cell), or
+a name that is the whole of its line (a list item), is not *said*: it is what the output lists, and
+the agent choosing from a listing is not following an instruction. Short values (a file id `13`) are
+said only in the first two positions: a number in prose (`at 13:00`, `13 people`) names nothing.
+
+Said keys are recorded for free text only (never for identity fields), in the same index, with the
+same provenance, retention and eviction as every destination key: there is one taint system.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from bouncerd.core import typed
+
+SAID_MARK: Final = "\x00said:"
+MAX_SAID_WORDS: Final = 4  # "the Riverside View Hotel": a name in a sentence is a few words long
+MAX_SAID_CHARS: Final = 80  # a longer quoted span is a quotation, not a value to type
+MIN_CODE_CHARS: Final = 6
+MAX_SAID_PER_TEXT: Final = 256  # a text that dictates more than this is a listing, not an instruction
+
+# Each pattern starts on a rare character or is searched only where a cheap pattern found a start:
+# Python's `re` is slow on patterns whose first character is common (see bench/taint.py).
+_OPENING_QUOTES = ("'", '"', "`", "‘", "“")
+# No lookbehind: it would hide the quote characters the search can skip to (checked on the match).
+_QUOTED = re.compile(r"(['\"`‘“])([^'\"`‘’“”\n]{1,80}?)(['\"`’”])(?![\w'])")
+# One pattern per id word, each starting with its literal (searched at C speed); the word boundary
+# before it is checked on the match.
+_ID_VALUE = r"[ \t]*[:=#]?[ \t]*['\"`‘“]?([a-z0-9][\w.-]{0,39})"
+_ID_REFS = tuple(re.compile(w + r"\b\.?" + _ID_VALUE) for w in ("id", "ids", "no", "num", "number"))
+_HASH_REF = re.compile("#" + _ID_VALUE)
+_CAPITAL_START = re.compile(r"\b[A-Z][A-Za-z0-9_'&-]*[ \t]+[A-Z]")
+_CAPITAL_RUN = re.compile(r"[A-Z][\w'&-]*(?:[ \t]+[A-Z][\w'&-]*)+")
+_CODE_CANDIDATE = re.compile(r"\b[A-Za-z-]*[0-9_][\w-]*", re.ASCII)
+_CODE_WORD = re.compile(r"(?=[\w-]*[A-Za-z])[\w-]{6,64}")
+_NOT_BEFORE_CODE = frozenset("@./:-")
+_NOT_AFTER_CODE = frozenset("@/-")
+
+
+_LIST_MARKS = " \t-*•·>#0123456789.):"
+
+
+def _whole_line(text: str, start: int, end: int) -> bool:
+    """Whether a match is all its line holds, but for a list mark before it and punctuation after."""
+    head = text[text.rfind("\n", 0, start) + 1 : start]
+    stop = text.find("\n", end)
+    tail = text[end : len(text) if stop < 0 else stop]
+    return not head.strip(_LIST_MARKS) and not tail.strip(" \t.,;:!?")
+
+
+def said_key(value: str) -> str | None:
+    """The said key an argument value would have, or None (empty, too long, or hidden characters)."""
+    key = typed.typed_key(value)
+    return None if key is None else SAID_MARK + typed.unmarked(key)
+
+
+def said_keys(text: str) -> tuple[str, ...]:
+    """The said keys of one free-text string (see the module docstring), at most `MAX_SAID_PER_TEXT`."""
+    whole = text.strip()
+    found: list[str] = []
+    for m in _QUOTED.finditer(text) if any(q in text for q in _OPENING_QUOTES) else ():
+        a = m.start()
+        if a and (text[a - 1].isalnum() or text[a - 1] in "_'"):
+            continue  # an apostrophe inside a word (`don't`), not an opening quote
+        span = m.group(2).strip()
+        if span and len(span) <= MAX_SAID_CHARS and len(span.split()) <= MAX_SAID_WORDS:
+            found.append(span)
+    low = text.lower()
+    for rx in (*_ID_REFS, _HASH_REF):
+        for m in rx.finditer(low):
+            a = m.start()
+            if rx is _HASH_REF or not (a and (low[a - 1].isalnum() or low[a - 1] == "_")):
+                found.append(m.group(1).rstrip(".-"))
+    start = _CAPITAL_START.search(text)
+    for m in _CAPITAL_RUN.finditer(text, start.start()) if start is not None else ():
+        if _whole_line(text, m.start(), m.end()):
+            continue  # a line of a listing (`- Riverside View Hotel`): listed, not said
+        words = m.group(0).split()
+        for n in range(2, min(MAX_SAID_WORDS, len(words)) + 1):
+            found.extend(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
+    for chunk in text.split():  # a code-like word has a digit or an underscore: most words are skipped here
+        if len(chunk) < MIN_CODE_CHARS or chunk.isalpha():
+            continue
+        for m in _CODE_CANDIDATE.finditer(chunk):
+            word, a, b = m.group(0), m.start(), m.end()
+            if MIN_CODE_CHARS <= len(word) <= 64 and _CODE_WORD.fullmatch(word):
+                if (a and chunk[a - 1] in _NOT_BEFORE_CODE) or (
+                    b < len(chunk) and chunk[b] in _NOT_AFTER_CODE
+                ):
+                    continue  # part of an address, a URL or a path: the destination keys have it
+                if b + 1 < len(chunk) and chunk[b] == "." and chunk[b + 1].isalnum():
+                    continue
+                found.append(word)
+    out: dict[str, None] = {}
+    for value in dict.fromkeys(found):  # fold each candidate once
+        if value == whole or not value:
+            continue  # the whole string of its field: listed, not said
+        key = said_key(value)
+        if key is not None:
+            out[key] = None
+            if len(out) >= MAX_SAID_PER_TEXT:
+                break
+    return tuple(out)
