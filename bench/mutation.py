@@ -93,6 +93,13 @@ MUTANTS: tuple[Mutant, ...] = (
         follows='out.refusal = ("not_yours"',
     ),
     Mutant(
+        "approval.full",
+        f"{CORE}/decision.py",
+        "if len(self.approvals.pending) >= ap.MAX_PENDING:",
+        "if False:",
+        "a full desk hands out a code it does not keep",
+    ),
+    Mutant(
         "approval.stale",
         f"{CORE}/decision.py",
         'stale = self._tainted_since_asked(pending) if action == "accept" else None',

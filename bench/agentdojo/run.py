@@ -71,7 +71,14 @@ class Daemon:
 
     def __init__(self) -> None:
         self.home = Path(tempfile.mkdtemp(prefix="bad", dir="/tmp"))
-        env = {**os.environ, "BOUNCER_HOME": str(self.home), "BOUNCER_NO_NOTIFY": "1"}
+        # Every episode is a session of its own, over when its shim exits: a short grace archives it,
+        # so its open codes do not fill the daemon's MAX_PENDING for the episodes after it.
+        env = {
+            **os.environ,
+            "BOUNCER_HOME": str(self.home),
+            "BOUNCER_NO_NOTIFY": "1",
+            "BOUNCER_SESSION_GRACE_SECONDS": "2",
+        }
         env.pop("BOUNCER_SESSION", None)
         self.env = env
         self.paths = resolve(env)

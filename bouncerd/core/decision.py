@@ -199,6 +199,17 @@ class Decider:
         timeout = policy.settings.approval_timeout
         binding = self._binding(call, verdict)
         pending = self._open_code(out, call, verdict, policy, binding, timeout, now, random_bytes)
+        if pending is None:  # full (see ap.MAX_PENDING): no code that would not exist
+            out.verdict = Verdict(
+                "deny",
+                "approval.full",
+                f"{verdict.reason.rstrip('.')}. It was not asked: {ap.MAX_PENDING} questions are already "
+                "open (bouncerctl pending lists them); answer them or let them expire, then retry",
+                destination=verdict.destination,
+                parameter=verdict.parameter,
+                provenance=verdict.provenance,
+            )
+            return out
         nonce = f"{pending.code}:{random_bytes(8).hex()}"
         out.ask = Ask(pending, timeout, binding, ap.mint_state(self.secret, binding, nonce, now))
         reason = f"{verdict.reason.rstrip('.')}. {self.phrasing.code_hint(pending.code, pending.expires)}"
@@ -222,12 +233,17 @@ class Decider:
         timeout: int,
         now: float,
         random_bytes: RandomBytes,
-    ) -> ap.Pending:
+    ) -> ap.Pending | None:
+        """The open code of this call (an unanswered retry), a new one, or None when `ap.MAX_PENDING`
+        codes are open: a flood of questions keeps the earlier ones, and mints no code that would not
+        be kept."""
         same = (binding.session, binding.server, binding.tool, binding.digest)
         for p in self.approvals.pending.values():
             b = p.binding
             if (b.session, b.server, b.tool, b.digest) == same and p.expires > now:
                 return p  # the agent retried an unanswered call: one code, one notification
+        if len(self.approvals.pending) >= ap.MAX_PENDING:
+            return None
         classified = self.engine.classify_destinations(call, policy)
         question, summary, trustable = self.phrasing.question(call, verdict, classified)
         trustable = self._trustable(trustable)

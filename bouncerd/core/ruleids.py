@@ -442,6 +442,14 @@ _TABLE = (
         _AGENCY,
         "a yes to a clean send carried over to a destination tainted since",
     ),
+    _row(
+        "approval.full",
+        DENY,
+        "the call would be asked, but `MAX_PENDING` questions are already open: it is refused without a "
+        "code, and every open code is kept",
+        _AGENCY,
+        "a flood of questions pushing out the one a person is answering",
+    ),
     _row("approval.granted", EVENT, "a person allowed a call (when asked, or by code)", _AGENCY, "—"),
     _row("approval.expired", EVENT, "an approval code expired unanswered", _AGENCY, "—"),
     _row(
