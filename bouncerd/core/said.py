@@ -46,7 +46,7 @@ _QUOTED = re.compile(r"(['\"`‘“])([^'\"`‘’“”\n]{1,80}?)(['\"`’”]
 # One pattern per id word, each starting with its literal (searched at C speed); the word boundary
 # before it is checked on the match.
 _ID_VALUE = r"[ \t]*[:=#]?[ \t]*['\"`‘“]?([a-z0-9][\w.-]{0,39})"
-_ID_REFS = tuple(re.compile(w + r"\b\.?" + _ID_VALUE) for w in ("id", "ids", "no", "num", "number"))
+_ID_REF = re.compile(r"(?:ids|id|number|num|no)\b\.?" + _ID_VALUE)  # one pass over the text
 _HASH_REF = re.compile("#" + _ID_VALUE)
 _CAPITAL_START = re.compile(r"\b[A-Z][A-Za-z0-9_'&-]*[ \t]+[A-Z]")
 _CAPITAL_RUN = re.compile(r"[A-Z][\w'&-]*(?:[ \t]+[A-Z][\w'&-]*)+")
@@ -85,11 +85,12 @@ def said_keys(text: str) -> tuple[str, ...]:
         if span and len(span) <= MAX_SAID_CHARS and len(span.split()) <= MAX_SAID_WORDS:
             found.append(span)
     low = text.lower()
-    for rx in (*_ID_REFS, _HASH_REF):
-        for m in rx.finditer(low):
-            a = m.start()
-            if rx is _HASH_REF or not (a and (low[a - 1].isalnum() or low[a - 1] == "_")):
-                found.append(m.group(1).rstrip(".-"))
+    for m in _ID_REF.finditer(low):
+        a = m.start()
+        if not (a and (low[a - 1].isalnum() or low[a - 1] == "_")):
+            found.append(m.group(1).rstrip(".-"))
+    for m in _HASH_REF.finditer(low) if "#" in low else ():
+        found.append(m.group(1).rstrip(".-"))
     start = _CAPITAL_START.search(text)
     for m in _CAPITAL_RUN.finditer(text, start.start()) if start is not None else ():
         if _whole_line(text, m.start(), m.end()):
