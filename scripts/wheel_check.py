@@ -9,7 +9,8 @@
    another fresh venv. The wheel must be tagged for this interpreter (not `py3-none-any`); its
    `bouncerctl doctor` must say "compiled" with an `ok`, and its scanner must give, on the same inputs
    (bench/taint.py's generated tool results and strings built to take every decoder's path), the same
-   keys and records as the checkout's pure-Python source (BOUNCER_PURE=1).
+   keys and records as the checkout's pure-Python source (BOUNCER_PURE=1). Then the decision core's
+   own tests (`WHEEL_TESTS`, copied outside the checkout) run against that installed wheel.
 2. Without a compiler (`CC` names a program that does not exist): `pip install .` into a fresh venv.
    The wheel must be the pure one; `doctor` must say "pure Python" with an `ok` while the compiler is
    still missing, and warn (`warn  scanner`) once one is there, naming the reinstall.
@@ -76,6 +77,20 @@ class Check:
         print(f"  {'ok  ' if ok else 'FAIL'} {what}")
         if not ok:
             self.failures.append(what)
+
+
+# What the core's tests need beyond the wheel's own dependencies (versions from requirements.lock).
+TEST_DEPS = ("pytest", "pytest-asyncio", "hypothesis")
+# The decision core's tests that need no process, socket or fixture beyond their own file.
+WHEEL_TESTS = (
+    "test_taint.py",
+    "test_canon.py",
+    "test_consequential_gate.py",
+    "test_consequential_classes.py",
+    "test_pin_profiles.py",
+    "test_precision_typed.py",
+    "test_engine.py",
+)
 
 
 def run(
@@ -164,6 +179,26 @@ def main() -> int:
             f"the wheel's scanner and the pure source agree on {len(source)} inputs"
             + (f" (first difference at input {differ[0]})" if differ else ""),
         )
+
+        # The decision core's own tests, run against the installed wheel: a copy of them outside the
+        # checkout, so `bouncerd` can only be the one pip installed.
+        run(
+            [str(target), "-m", "pip", "install", "-q", "-c", str(ROOT / "requirements.lock"), *TEST_DEPS],
+            env=env,
+        )
+        suite = base / "suite"
+        (suite / "tests" / "unit").mkdir(parents=True)
+        for name in WHEEL_TESTS:
+            shutil.copy2(ROOT / "tests" / "unit" / name, suite / "tests" / "unit" / name)
+        shutil.copy2(ROOT / "pyproject.toml", suite / "pyproject.toml")  # the pytest settings only
+        out, tests_wall, _ = run(
+            [str(target), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], env=user_env, cwd=suite
+        )
+        check.that(
+            " passed" in out and " failed" not in out,
+            f"the core's tests on the wheel: {out.splitlines()[-1]}",
+        )
+        print(f"  the core's tests against the installed wheel: {tests_wall:.1f} s")
 
         print("2. without a C compiler (CC names no program)")
         no_cc = {**env, "CC": MISSING_CC}
