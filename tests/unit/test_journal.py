@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from journal_helpers import read_entries as _read
+from journal_helpers import write_entries as _write
 
 from bouncerd import wire
 from bouncerd.core import taint
 from bouncerd.core.engine import Engine
-from bouncerd.server.journal import MAGIC, Journal, record_parts, scan
+from bouncerd.server.journal import MAGIC, Journal, record_parts
 from bouncerd.server.observations import ObservationIndex
 
 ENTRIES: list[dict[str, Any]] = [
@@ -23,19 +25,6 @@ ENTRIES: list[dict[str, Any]] = [
     {"k": "events", "events": []},
     {"k": "blob", "payload": b"\x00\xff" * 1000},
 ]
-
-
-def _write(path: Path, entries: list[dict[str, Any]]) -> None:
-    journal, _ = Journal.open(path, lambda entry: None)
-    for entry in entries:
-        journal.append(entry)
-    journal.close()
-
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-    scan(path, seen.append)
-    return seen
 
 
 def test_entries_replay_in_order(tmp_path: Path) -> None:

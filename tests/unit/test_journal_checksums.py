@@ -10,29 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from journal_helpers import read_entries as _read
+from journal_helpers import write_entries as _write
 
 from bouncerd import wire
 from bouncerd.server import journal as journal_mod
-from bouncerd.server.journal import MAGIC, Journal, scan
+from bouncerd.server.journal import MAGIC, Journal
 
 ENTRIES: list[dict[str, Any]] = [
     {"k": "events", "events": [{"ev": "attempt", "session": "s", "server": "m", "tool": "delete_file"}]},
     {"k": "events", "events": [{"ev": "vouch", "session": "s", "keys": ["boss@corp.example"]}]},
     {"k": "blob", "payload": b"\x00\xff" * 40_000},  # written around the value (writev)
 ]
-
-
-def _write(path: Path, entries: list[dict[str, Any]]) -> None:
-    journal, _ = Journal.open(path, lambda entry: None)
-    for entry in entries:
-        journal.append(entry)
-    journal.close()
-
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-    scan(path, seen.append)
-    return seen
 
 
 def test_flipped_byte_inside_a_string_is_damage_not_a_silent_change(tmp_path: Path) -> None:
