@@ -1,12 +1,11 @@
-"""The engine: all state the daemon keeps, changed only by events, and the decision over it.
+"""The engine: the decisions over the journaled store (`store.py`).
 
 Theory of operation
 -------------------
-Everything that must survive a crash (pins, taint, budget counts, approvals, vouched destinations)
-changes only through *events*: plain dicts that msgpack and JSON can carry. A method that changes
-state returns the events it produced *after* applying them; the daemon appends them to its journal
-before it answers the shim. On start the daemon replays the journal through `apply`, and ends up in
-the same state. `snapshot` returns a minimal event list that rebuilds the current state (compaction).
+The store holds all state the daemon keeps and changes it only by events (`store.py`); the engine
+adds the policy and the decisions: each method that records something (a tool list, an output's
+taint, a prompt's destinations) or decides (a call, a message, a client's own tool) returns the
+events it produced after applying them, for the daemon to journal before it answers.
 
 The decision for one tools/call (docs/how-it-works.md, "The decision") runs in a fixed order and
 names the rule that fired: pin → budget → argument constraints → sink gate → allow. The engine never
@@ -17,10 +16,9 @@ I/O the path check needs (resolving symlinks) is a function the daemon injects.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import (
@@ -44,57 +42,36 @@ from bouncerd.core import (
 from bouncerd.core.events import (
     AttemptEvent,
     BlindEvent,
-    EngineEvent,
     GrantUsedEvent,
     ListedEvent,
     PinEvent,
     PinWindowEvent,
-    SessionEndedEvent,
     TaintEvent,
-    TaintEvictedEvent,
-    TaintExpiredEvent,
     VouchEvent,
 )
 from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
-from bouncerd.core.pins import PinReport, ServerPins, seen_event
+from bouncerd.core.pins import PinReport
 from bouncerd.core.policy import Policy, merge
 from bouncerd.core.rules import ToolRule
+from bouncerd.core.store import USER_SCOPE, Event, Store
 
-Event = EngineEvent
-_E = TypeVar("_E", bound=EngineEvent)
 Resolve = Callable[[str], str]
-
-USER_SCOPE = "*user*"  # the taint scope key when taint_scope is `user`
-
-# Taint records per snapshot event: at ~100 bytes a record this keeps an event near 10 MB, far below
-# the journal frame limit (wire.MAX_FRAME_BYTES) even for an index at its full size.
-SNAPSHOT_TAINT_CHUNK = 100_000
 
 
 def _lexical_only(path: str) -> str:
     return path
 
 
-@dataclass
-class SessionState:
-    attempts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (server, tool) -> calls tried
-    vouched: set[str] = field(default_factory=set)  # narrow keys of destinations the user typed
-    listed: dict[str, str] = field(default_factory=dict)  # wide key -> the directory tool that listed it
+class Engine(Store):
+    """The store (`store.py`) with the policy over it, and the decisions it makes."""
 
-
-class Engine:
     def __init__(self, policy: Policy | None = None, resolve: Resolve = _lexical_only) -> None:
+        super().__init__()
         self.policy = policy if policy is not None else merge([])
         self.resolve = resolve
-        self.servers: dict[str, ServerPins] = {}
-        self.sessions: dict[str, SessionState] = {}
-        self.taint: dict[str, taint.TaintIndex] = {}  # scope key -> index
-        self.approvals = ap.Approvals()
-        self.blind: set[str] = set()  # taint scopes where an output could not be indexed
         self._identities: dict[str, ServerIdentity] = {}  # server name -> latest identity seen
         self._rules: dict[tuple[int, str, str, str], ToolRule] = {}
         self._own: tuple[tuple[str, ...], frozenset[str]] | None = None  # `you:` and its taint keys
-        self.notes = callnotes.CallNotes()  # recent calls, to read their outputs (not journalled)
         self.restriction: restricted.Restriction | None = None  # the journal was damaged (restricted.py)
 
     def restrict(self, restriction: restricted.Restriction) -> None:
@@ -112,123 +89,6 @@ class Engine:
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
         self._rules.clear()
-
-    # ---- events -------------------------------------------------------------------------------
-
-    def apply(self, ev: EngineEvent) -> None:
-        if ev["ev"] == "pin":
-            self.servers.setdefault(ev["server"], ServerPins()).apply_pin(ev)
-        elif ev["ev"] == "pin_seen":
-            self.servers.setdefault(ev["server"], ServerPins()).apply_seen(ev)
-        elif ev["ev"] == "unpin":
-            self.servers.setdefault(ev["server"], ServerPins()).pins.pop(ev["tool"], None)
-        elif ev["ev"] == "pin_window":
-            self.servers.setdefault(ev["server"], ServerPins()).apply_window(ev)
-        elif ev["ev"] == "taint":
-            self.index(ev["scope"]).add(taint.decode_records(ev["data"]))
-        elif ev["ev"] == "taint_evicted":
-            self.index(ev["scope"]).import_evicted(ev["filter"])
-        elif ev["ev"] == "attempt":
-            self.session(ev["session"]).attempts[(ev["server"], ev["tool"])] += ev.get("n", 1)
-        elif ev["ev"] == "blind":
-            self.blind.add(ev["scope"])
-        elif ev["ev"] == "vouch":
-            self.session(ev["session"]).vouched.update(ev["keys"])
-        elif ev["ev"] == "listed":
-            listed = self.session(ev["session"]).listed
-            for key in ev["keys"]:
-                listed.setdefault(key, ev["source"])
-        elif ev["ev"] == "session_ended":
-            key = ev["session"]
-            self.sessions.pop(key, None)
-            self.notes.forget(key)
-            self.approvals.end_session(key)
-            for scope in [s for s in self.taint if _scope_session(s) == key]:
-                self._drop_if_spent(scope)
-        elif ev["ev"] == "taint_expired":
-            index = self.taint.get(ev["scope"])
-            if index is not None:
-                index.expire_before(ev["before"])
-                self._drop_if_spent(ev["scope"])
-        else:
-            self.approvals.apply(ev)
-
-    def _emit(self, events: list[_E], ev: _E) -> None:
-        self.apply(ev)
-        events.append(ev)
-
-    def snapshot(self, now: float = 0.0) -> list[Event]:
-        out: list[Event] = []
-        for key, sp in self.servers.items():
-            for name, pin in sp.pins.items():
-                out.append(pins.pin_snapshot(key, name, pin))
-            for name, seen in sp.seen.items():
-                out.append(seen_event(key, name, seen))
-            out.extend(pins.window_snapshot(key, sp))
-        for scope, index in self.taint.items():
-            records = [taint.TokenRecord(tok, prov) for tok, prov in index.items()]
-            for i in range(0, len(records), SNAPSHOT_TAINT_CHUNK):
-                chunk = records[i : i + SNAPSHOT_TAINT_CHUNK]
-                out.append(TaintEvent(ev="taint", scope=scope, data=taint.encode_records(chunk)))
-            evicted = index.export_evicted()
-            if evicted is not None:
-                out.append(TaintEvictedEvent(ev="taint_evicted", scope=scope, filter=evicted))
-        for sid, state in self.sessions.items():
-            for (server, tool), n in state.attempts.items():
-                out.append(AttemptEvent(ev="attempt", session=sid, server=server, tool=tool, n=n))
-            if state.vouched:
-                out.append(VouchEvent(ev="vouch", session=sid, keys=sorted(state.vouched)))
-            by_source: dict[str, list[str]] = {}
-            for key, source in state.listed.items():
-                by_source.setdefault(source, []).append(key)
-            for source, keys in by_source.items():
-                out.append(ListedEvent(ev="listed", session=sid, source=source, keys=keys))
-        out.extend(BlindEvent(ev="blind", scope=scope) for scope in sorted(self.blind))
-        out.extend(self.approvals.snapshot(now))
-        return out
-
-    # ---- the life of a session ----------------------------------------------------------------
-
-    def session_keys(self) -> set[str]:
-        """Sessions with state that ends with them (budgets, vouched destinations, approvals)."""
-        return set(self.sessions) | self.approvals.session_keys()
-
-    def end_session(self, key: str) -> list[Event]:
-        """The session's last shim left a grace period ago (the daemon's clock): drop what lasts a
-        session. Its taint stays for `taint_retention` (`expire_taint`): a client that resumes under
-        the same key (BOUNCER_SESSION), or `taint_scope: user`, still finds it."""
-        events: list[Event] = []
-        self._emit(events, SessionEndedEvent(ev="session_ended", session=key))
-        return events
-
-    def expire_taint(self, now: float, retention: float) -> list[Event]:
-        """Forget taint first seen more than `retention` seconds before `now`, in every scope."""
-        cutoff = now - retention
-        events: list[Event] = []
-        for scope in [s for s, index in self.taint.items() if index.oldest < cutoff]:
-            self._emit(events, TaintExpiredEvent(ev="taint_expired", scope=scope, before=cutoff))
-        return events
-
-    def _drop_if_spent(self, scope: str) -> None:
-        """A scope whose session ended and whose taint all expired is forgotten whole (its blind mark
-        with it: the outputs it was about are past retention too)."""
-        index = self.taint.get(scope)
-        if index is None or len(index) or index.evicted or _scope_session(scope) in self.session_keys():
-            return
-        del self.taint[scope]
-        self.blind.discard(scope)
-
-    def session(self, key: str) -> SessionState:
-        state = self.sessions.get(key)
-        if state is None:
-            state = self.sessions[key] = SessionState()
-        return state
-
-    def index(self, scope: str) -> taint.TaintIndex:
-        idx = self.taint.get(scope)
-        if idx is None:
-            idx = self.taint[scope] = taint.TaintIndex()
-        return idx
 
     def scope_key(self, session: str, server: str) -> str:
         """Which taint index a session+server reads and writes (policy `taint_scope`)."""
@@ -877,8 +737,3 @@ GATES: Final[tuple[Gate, ...]] = (
         lambda engine, call, rule, events, now: engine._check_carried(call, rule),
     ),
 )
-
-
-def _scope_session(scope: str) -> str | None:
-    """The session a taint scope belongs to (None for the user scope)."""
-    return None if scope == USER_SCOPE else scope.split("\x00", 1)[0]
