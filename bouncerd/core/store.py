@@ -16,12 +16,15 @@ rather than half applied.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from types import MappingProxyType
+from typing import Any, Final, TypeVar
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import callnotes, pins, taint
 from bouncerd.core.events import (
+    ApprovalEvent,
     AttemptEvent,
     BlindEvent,
     EngineEvent,
@@ -30,6 +33,7 @@ from bouncerd.core.events import (
     TaintEvent,
     TaintEvictedEvent,
     TaintExpiredEvent,
+    UnpinEvent,
     VouchEvent,
 )
 from bouncerd.core.pins import ServerPins, seen_event
@@ -63,42 +67,11 @@ class Store:
     # ---- events -------------------------------------------------------------------------------
 
     def apply(self, ev: EngineEvent) -> None:
-        if ev["ev"] == "pin":
-            self.servers.setdefault(ev["server"], ServerPins()).apply_pin(ev)
-        elif ev["ev"] == "pin_seen":
-            self.servers.setdefault(ev["server"], ServerPins()).apply_seen(ev)
-        elif ev["ev"] == "unpin":
-            self.servers.setdefault(ev["server"], ServerPins()).pins.pop(ev["tool"], None)
-        elif ev["ev"] == "pin_window":
-            self.servers.setdefault(ev["server"], ServerPins()).apply_window(ev)
-        elif ev["ev"] == "taint":
-            self.index(ev["scope"]).add(taint.decode_records(ev["data"]))
-        elif ev["ev"] == "taint_evicted":
-            self.index(ev["scope"]).import_evicted(ev["filter"])
-        elif ev["ev"] == "attempt":
-            self.session(ev["session"]).attempts[(ev["server"], ev["tool"])] += ev.get("n", 1)
-        elif ev["ev"] == "blind":
-            self.blind.add(ev["scope"])
-        elif ev["ev"] == "vouch":
-            self.session(ev["session"]).vouched.update(ev["keys"])
-        elif ev["ev"] == "listed":
-            listed = self.session(ev["session"]).listed
-            for key in ev["keys"]:
-                listed.setdefault(key, ev["source"])
-        elif ev["ev"] == "session_ended":
-            key = ev["session"]
-            self.sessions.pop(key, None)
-            self.notes.forget(key)
-            self.approvals.end_session(key)
-            for scope in [s for s in self.taint if _scope_session(s) == key]:
-                self._drop_if_spent(scope)
-        elif ev["ev"] == "taint_expired":
-            index = self.taint.get(ev["scope"])
-            if index is not None:
-                index.expire_before(ev["before"])
-                self._drop_if_spent(ev["scope"])
-        else:
-            self.approvals.apply(ev)
+        """Change the state by one event; an event with no row in `APPLY` raises `ValueError`."""
+        handler = APPLY.get(ev["ev"])
+        if handler is None:
+            raise ValueError(f"unknown engine event {ev['ev']!r}")
+        handler(self, ev)
 
     def _emit(self, events: list[_E], ev: _E) -> None:
         self.apply(ev)
@@ -181,3 +154,67 @@ class Store:
 def _scope_session(scope: str) -> str | None:
     """The session a taint scope belongs to (None for the user scope)."""
     return None if scope == USER_SCOPE else scope.split("\x00", 1)[0]
+
+
+def _server(store: Store, ev: Any) -> ServerPins:
+    return store.servers.setdefault(ev["server"], ServerPins())
+
+
+def _unpin(store: Store, ev: UnpinEvent) -> None:
+    _server(store, ev).pins.pop(ev["tool"], None)
+
+
+def _attempt(store: Store, ev: AttemptEvent) -> None:
+    store.session(ev["session"]).attempts[(ev["server"], ev["tool"])] += ev.get("n", 1)
+
+
+def _listed(store: Store, ev: ListedEvent) -> None:
+    listed = store.session(ev["session"]).listed
+    for key in ev["keys"]:
+        listed.setdefault(key, ev["source"])
+
+
+def _session_ended(store: Store, ev: SessionEndedEvent) -> None:
+    key = ev["session"]
+    store.sessions.pop(key, None)
+    store.notes.forget(key)
+    store.approvals.end_session(key)
+    for scope in [s for s in store.taint if _scope_session(s) == key]:
+        store._drop_if_spent(scope)
+
+
+def _taint_expired(store: Store, ev: TaintExpiredEvent) -> None:
+    index = store.taint.get(ev["scope"])
+    if index is not None:
+        index.expire_before(ev["before"])
+        store._drop_if_spent(ev["scope"])
+
+
+def _approvals(store: Store, ev: ApprovalEvent) -> None:
+    store.approvals.apply(ev)
+
+
+# What each event does to the store: one row per event name of `events.EngineEvent` (a test checks
+# that every name has one). The handler's argument is the event of that name.
+APPLY: Final[Mapping[str, Callable[[Store, Any], object]]] = MappingProxyType(
+    {
+        "pin": lambda store, ev: _server(store, ev).apply_pin(ev),
+        "pin_seen": lambda store, ev: _server(store, ev).apply_seen(ev),
+        "unpin": _unpin,
+        "pin_window": lambda store, ev: _server(store, ev).apply_window(ev),
+        "taint": lambda store, ev: store.index(ev["scope"]).add(taint.decode_records(ev["data"])),
+        "taint_evicted": lambda store, ev: store.index(ev["scope"]).import_evicted(ev["filter"]),
+        "attempt": _attempt,
+        "blind": lambda store, ev: store.blind.add(ev["scope"]),
+        "vouch": lambda store, ev: store.session(ev["session"]).vouched.update(ev["keys"]),
+        "listed": _listed,
+        "session_ended": _session_ended,
+        "taint_expired": _taint_expired,
+        "approval_pending": _approvals,
+        "approval_closed": _approvals,
+        "grant": _approvals,
+        "grant_used": _approvals,
+        "nonce_used": _approvals,
+        "wrong_code": _approvals,
+    }
+)
