@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import callnotes, pins, taint
@@ -46,6 +46,15 @@ USER_SCOPE = "*user*"  # the taint scope key when taint_scope is `user`
 # Taint records per snapshot event: at ~100 bytes a record this keeps an event near 10 MB, far below
 # the journal frame limit (wire.MAX_FRAME_BYTES) even for an index at its full size.
 SNAPSHOT_TAINT_CHUNK = 100_000
+
+
+class TaintView(Protocol):
+    """What a decision reads of one taint scope (`taint.TaintIndex` is one)."""
+
+    def lookup(self, destination: str) -> taint.Hit | None: ...
+    def seen_exactly(self, destination: str) -> bool: ...
+    def host_hit(self, destination: str) -> taint.Hit | None: ...
+    def key_hit(self, key: str) -> taint.Hit | None: ...
 
 
 @dataclass
