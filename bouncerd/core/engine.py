@@ -384,15 +384,11 @@ class Engine(Store):
     ) -> Verdict:
         """`builtin_tools.verdict` over one taint scope: the client's Bash and WebFetch, and a program an
         MCP tool runs (`gates.check_programs`)."""
-        index = self.index(scope)
         return builtin_tools.verdict(
             tool_name,
             tool_input,
             trust=trust,
-            lookup=index.lookup,
-            seen_exactly=index.seen_exactly,
-            host_hit=index.host_hit,
-            key_hit=index.key_hit,
+            taint=self.index(scope),
             blind=scope in self.blind,
             on_tainted=rule.on_tainted,
             on_tainted_identity=self.policy.settings.on_tainted_identity,
