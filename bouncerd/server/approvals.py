@@ -49,7 +49,8 @@ import anyio
 
 from bouncerd import wire
 from bouncerd.core import approvals as ap
-from bouncerd.core.decision import CHANNEL_ELICITATION, Ask, Decider, Decision
+from bouncerd.core.decision import Decider
+from bouncerd.core.decision_types import CHANNEL_ELICITATION, Ask, Decision
 from bouncerd.core.events import EngineEvent
 from bouncerd.errors import PolicyError
 from bouncerd.server import allowlist, verdicts
