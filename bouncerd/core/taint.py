@@ -183,6 +183,7 @@ class _Collector:
 
     def records(self) -> list[TokenRecord]:
         found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # text -> keys, domain keys
+        said_of: dict[str, tuple[str, ...]] = {}  # text -> said keys (a text repeats: a subject, a quote)
         provs: dict[tuple[str | None, bool], Provenance] = {}
         keys: dict[str, Provenance] = {}
         get = keys.get
@@ -200,8 +201,12 @@ class _Collector:
             got = both[0]
             if both[1] and not identity:
                 got = (*got, *both[1])  # a planted address's domain is a planted host
-            if not identity and (dictated := said.said_keys(text)):
-                got = (*got, *dictated)  # values the text hands its reader (`said`)
+            if not identity:
+                dictated = said_of.get(text)
+                if dictated is None:
+                    dictated = said_of[text] = said.said_keys(text)
+                if dictated:
+                    got = (*got, *dictated)  # values the text hands its reader (`said`)
             if identity:
                 if len(text) > MAX_IDENTITY_VALUE_CHARS:
                     identity = False
