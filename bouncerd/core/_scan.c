@@ -227,55 +227,45 @@ consumes characters that the piece after it cannot start with. */
 /* words of one capitalised run the C scan holds; a longer run goes to the pure scan */
 #define SAID_MAX_RUN_WORDS 80
 
-static int
-is_word(unsigned char c)
+/* Character classes of ASCII, as Python's `str` methods and `re` (on str) see them, one table lookup
+   each: filled in by `init_classes` when the module loads. */
+enum {
+    C_WORD = 1,   /* \w: letters, digits, `_` */
+    C_ALPHA = 2,  /* str.isalpha */
+    C_DIGIT = 4,  /* [0-9] */
+    C_UPPER = 8,  /* [A-Z] */
+    C_SPACE = 16, /* str.isspace / str.split(): \t \n \v \f \r, \x1c-\x1f and space */
+    C_QUOTE = 32, /* ' " ` */
+    C_NAME = 64,  /* `[A-Za-z0-9_'&-]` (said._CAPITAL_START) and `[\w'&-]` (_CAPITAL_RUN) */
+    C_CODE = 128, /* [0-9_]: what a code-like word has beside letters and `-` */
+};
+static unsigned char CLASS[256];
+static unsigned char LOWER[256];
+
+static void
+init_classes(void)
 {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    for (int c = 0; c < 256; c++) {
+        int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'), digit = c >= '0' && c <= '9';
+        int word = alpha || digit || c == '_';
+        CLASS[c] = (unsigned char)((word ? C_WORD : 0) | (alpha ? C_ALPHA : 0) | (digit ? C_DIGIT : 0) |
+                                   (c >= 'A' && c <= 'Z' ? C_UPPER : 0) |
+                                   ((c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) ? C_SPACE : 0) |
+                                   (c == '\'' || c == '"' || c == '`' ? C_QUOTE : 0) |
+                                   (word || c == '\'' || c == '&' || c == '-' ? C_NAME : 0) |
+                                   (digit || c == '_' ? C_CODE : 0));
+        LOWER[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
 }
 
-static int
-is_alpha(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-static int
-is_alnum(unsigned char c)
-{
-    return is_word(c) && c != '_';
-}
-
-static int
-is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static int
-is_upper(unsigned char c)
-{
-    return c >= 'A' && c <= 'Z';
-}
-
-/* str.isspace and str.split() on ASCII: \t \n \v \f \r, \x1c-\x1f and space */
-static int
-is_space(unsigned char c)
-{
-    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20);
-}
-
-static int
-is_quote(unsigned char c)
-{
-    return c == '\'' || c == '"' || c == '`';
-}
-
-/* `[A-Za-z0-9_'&-]` (said._CAPITAL_START) and `[\w'&-]` (_CAPITAL_RUN) on ASCII */
-static int
-is_name_char(unsigned char c)
-{
-    return is_word(c) || c == '\'' || c == '&' || c == '-';
-}
+#define is_word(c) (CLASS[(unsigned char)(c)] & C_WORD)
+#define is_alpha(c) (CLASS[(unsigned char)(c)] & C_ALPHA)
+#define is_alnum(c) (CLASS[(unsigned char)(c)] & (C_ALPHA | C_DIGIT))
+#define is_digit(c) (CLASS[(unsigned char)(c)] & C_DIGIT)
+#define is_upper(c) (CLASS[(unsigned char)(c)] & C_UPPER)
+#define is_space(c) (CLASS[(unsigned char)(c)] & C_SPACE)
+#define is_quote(c) (CLASS[(unsigned char)(c)] & C_QUOTE)
+#define is_name_char(c) (CLASS[(unsigned char)(c)] & C_NAME)
 
 static int
 append_str(PyObject *out, const char *s, Py_ssize_t n)
@@ -384,7 +374,9 @@ said_ids(const unsigned char *low, Py_ssize_t n, PyObject *out)
 {
     Py_ssize_t a = 0;
     while (a < n) {
-        if (low[a] != 'i' && low[a] != 'n') {
+        /* every id word starts "id", "no" or "nu": most letters are rejected on two bytes */
+        unsigned char next = a + 1 < n ? low[a + 1] : 0;
+        if (!((low[a] == 'i' && next == 'd') || (low[a] == 'n' && (next == 'o' || next == 'u')))) {
             a++;
             continue;
         }
@@ -553,8 +545,10 @@ said_capitals(const unsigned char *s, Py_ssize_t n, PyObject *out, int *too_long
         if (p >= n) {
             return 0;
         }
-        int boundary = !(p > 0 && is_word(s[p - 1]));
-        if (is_upper(s[p]) && boundary && next_name(s, n, name_end(s, n, p + 1)) >= 0) {
+        if (!is_upper(s[p]) || (p > 0 && is_word(s[p - 1]))) {
+            continue; /* the common case: not a capital after a word boundary */
+        }
+        if (next_name(s, n, name_end(s, n, p + 1)) >= 0) {
             break;
         }
     }
@@ -588,8 +582,8 @@ said_capitals(const unsigned char *s, Py_ssize_t n, PyObject *out, int *too_long
     return 0;
 }
 
-/* For each whitespace-separated chunk of 6 or more characters that are not all letters,
-   `_CODE_CANDIDATE` (re.ASCII): at a word boundary, `[A-Za-z-]*[0-9_][\w-]*`. Letters and `-` cannot
+/* For each whitespace-separated chunk of 6 or more characters that are not all letters (only a
+   chunk with a digit or `_` can match, so only those are read), `_CODE_CANDIDATE` (re.ASCII): at a word boundary, `[A-Za-z-]*[0-9_][\w-]*`. Letters and `-` cannot
    be the `[0-9_]`, so a start matches exactly when the first character after its letters and hyphens
    is a digit or `_`, and the match runs to the end of the `[\w-]` run; a failed start fails at every
    position up to that character too. Then `_CODE_WORD` and the neighbours, as the pure loop. */
@@ -598,28 +592,29 @@ said_codes(const unsigned char *s, Py_ssize_t n, PyObject *out)
 {
     Py_ssize_t i = 0;
     while (i < n) {
-        while (i < n && is_space(s[i])) {
+        /* Only a chunk with a digit or `_` can hold a match (and is not all letters): find the next
+           such character, then its chunk; chunks are still visited in order, each once. */
+        while (i < n && !(CLASS[s[i]] & C_CODE)) {
             i++;
         }
-        Py_ssize_t cs = i;
-        while (i < n && !is_space(s[i])) {
-            i++;
+        if (i >= n) {
+            break;
         }
-        Py_ssize_t ce = i;
+        Py_ssize_t cs = i, ce = i;
+        while (cs > 0 && !is_space(s[cs - 1])) {
+            cs--;
+        }
+        while (ce < n && !is_space(s[ce])) {
+            ce++;
+        }
+        i = ce;
         if (ce - cs < SAID_MIN_CODE) {
-            continue;
-        }
-        int letters_only = 1;
-        for (Py_ssize_t k = cs; k < ce && letters_only; k++) {
-            letters_only = is_alpha(s[k]);
-        }
-        if (letters_only) {
             continue;
         }
         Py_ssize_t p = cs;
         while (p < ce) {
             int left = p > cs && is_word(s[p - 1]);
-            if (left == is_word(s[p])) { /* no word boundary at p */
+            if (left == (is_word(s[p]) != 0)) { /* no word boundary at p */
                 p++;
                 continue;
             }
@@ -675,7 +670,7 @@ said_candidates(PyObject *module, PyObject *arg)
         return PyErr_NoMemory();
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        low[i] = is_upper(s[i]) ? (unsigned char)(s[i] + 32) : s[i];
+        low[i] = LOWER[s[i]];
     }
     int too_long = 0;
     int rc = said_quoted(s, n, out);
@@ -719,5 +714,6 @@ static struct PyModuleDef scan_module = {
 PyMODINIT_FUNC
 PyInit__scan(void)
 {
+    init_classes();
     return PyModule_Create(&scan_module);
 }
