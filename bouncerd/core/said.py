@@ -102,6 +102,8 @@ def said_keys(text: str) -> tuple[str, ...]:
     found = _native_candidates(text) if _native_candidates is not None else None
     if found is None:  # no C scan, or a text with non-ASCII characters
         found = candidates(text)
+    if not found:
+        return ()  # most texts: nothing said, and no copy of the text stripped
     whole = text.strip()
     out: dict[str, None] = {}
     for value in dict.fromkeys(found):  # fold each candidate once
