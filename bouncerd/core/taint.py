@@ -1,4 +1,4 @@
-"""Taint index: which destinations have appeared in untrusted output, where, and in which field.
+"""Taint extraction: the keys of untrusted output, where each was seen, and in which field.
 
 Theory of operation
 -------------------

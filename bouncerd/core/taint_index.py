@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-`taint.extract` reads one upstream message into `TokenRecord`s (a key and its provenance); `TaintIndex.add`
-records them and the lookups answer whether a destination, or one index key, appeared.
+`taint.extract` reads one upstream message into `TokenRecord`s (a key and its provenance);
+`TaintIndex.add` records them and the lookups answer whether a destination, or one index key, appeared.
 
 `TaintIndex` maps each key to the provenance to show for it: the first free-text sighting if there
 is one (a planted address is refused), else the first identity sighting (a sender is asked about).
