@@ -3,8 +3,8 @@
 Theory of operation
 -------------------
 `Daemon.start` replays the journal into a fresh `Engine` (and the observation queue), cuts a torn
-journal tail, opens the audit log (repairing a torn line) and is then ready to serve. `serve` accepts
-connections on a listener it is handed (bound or activated by `bouncerd/server/listener.py`); each
+journal tail, opens the audit log (repairing a torn line) and is then ready to serve. `serve` runs
+the background tasks and hands the listener to `bouncerd/server/serving.py`, which accepts; each
 connection is a `bouncerd.server.connection.Connection`, which frames, orders and dispatches
 requests through `Daemon.handlers` (op name -> handler, one entry per row of `wire.OP_TABLE` but
 hello, checked at construction by `check_handler_table`) to
@@ -37,15 +37,12 @@ what it keeps, unless no client is left): memory and the journal hold the live s
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import secrets
-import signal
 import socket
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -58,18 +55,17 @@ from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
 from bouncerd.core.model import ServerIdentity, ToolCall
 from bouncerd.core.policy import Policy
-from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
+from bouncerd.errors import BouncerError, PolicyError, ProtocolError
 from bouncerd.managedpolicy import ManagedSource
 from bouncerd.paths import Paths
-from bouncerd.server import hooks, peer, verdicts
+from bouncerd.server import hooks, serving, verdicts
 from bouncerd.server.approvals import ApprovalDesk
 from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import AsyncHandler, Caller, Handler
-from bouncerd.server.connection import Connection, check_handler_table
+from bouncerd.server.connection import check_handler_table
 from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.fastlane import FastLane
 from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
-from bouncerd.server.listener import bind_socket, socket_identity
 from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
@@ -91,25 +87,11 @@ SNAPSHOT_EVENTS_PER_FRAME = 256
 # write more.
 ARCHIVE_COMPACT_MIN_BYTES = 64 * 1024
 
-# After accept() fails (out of file descriptors, usually), wait this long before trying again, so
-# the loop does not spin while connections close and free descriptors.
-ACCEPT_RETRY_SECONDS = 0.1
-
-# A failing accept() is logged with its reason at most this often (with the count since the last
-# line): at the descriptor limit it fails ten times a second, and the log must stay readable.
-ACCEPT_LOG_INTERVAL_SECONDS = 60.0
-
-# How often the daemon checks that its socket file is still there (a person or a cleaner may delete
-# it: shims could then reach no daemon, and a new one would refuse to start while this one holds the
-# lock). Within this long of the deletion it listens on the path again.
-SOCKET_CHECK_SECONDS = 1.0
-
 
 class Daemon:
     def __init__(self, paths: Paths, socket_path: str, *, expected_uid: int, now: float) -> None:
         self.paths = paths
         self.socket_path = socket_path
-        self.expected_uid = expected_uid  # the only uid whose connections are served
         self.started = now
         self.policy = PolicyState(paths.policy)
         self.engine = Engine(resolve=realpath)
@@ -146,9 +128,14 @@ class Daemon:
         self._kept_bytes = 0  # what the last compaction kept
         self.session_grace = grace_seconds(os.environ)
         self.exporter: Exporter | None = None  # audit export (`audit_export:`), if configured
-        # (device, inode) of the socket file this daemon bound (None for an activated socket, whose
-        # file belongs to the service manager): `_keep_socket` binds the path again if it goes.
-        self.own_socket: tuple[int, int] | None = None
+        self.acceptor = serving.Acceptor(
+            self,
+            self.observations,
+            self.peers,
+            self._connection_closed,
+            socket_path=socket_path,
+            expected_uid=expected_uid,
+        )
 
     def _async_handler_table(self) -> dict[str, AsyncHandler]:
         """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
@@ -392,105 +379,23 @@ class Daemon:
     # ---- serving ------------------------------------------------------------------------------
 
     async def serve(self, sock: socket.socket) -> None:
-        """Serve until SIGTERM or SIGINT. Takes ownership of `sock`. Each accepted socket belongs to
-        asyncio's transport from accept to close (`Connection`); anyio runs the tasks."""
+        """Serve until SIGTERM or SIGINT. Takes ownership of `sock` (bouncerd/server/serving.py)."""
         async with anyio.create_task_group() as tg:
-            await tg.start(self._watch_signals, tg)
+
+            def hangup() -> None:  # SIGHUP: reload the policy
+                tg.start_soon(self.fastlane.change, lambda: self.reloader.reload(time.time))
+
+            await tg.start(serving.watch_signals, tg, hangup)
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
             tg.start_soon(self._sweep_sessions)
             tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
-            accepting = anyio.CancelScope()
-            tg.start_soon(self._accept, sock, tg, accepting)
-            if self.own_socket is not None:
-                tg.start_soon(self._keep_socket, sock, accepting, tg)
+            self.acceptor.start(sock, tg)
 
-    async def _accept(self, sock: socket.socket, tg: anyio.abc.TaskGroup, scope: anyio.CancelScope) -> None:
-        """Accept connections on `sock` until `scope` is cancelled (by `_keep_socket`) or the end; then
-        close it. A failing accept is logged with its reason, at most once a minute with a count."""
-        loop = asyncio.get_running_loop()
-        sock.setblocking(False)
-        failures, said_at = 0, -ACCEPT_LOG_INTERVAL_SECONDS
-        with sock, scope:
-            while True:
-                try:
-                    accepted, _ = await loop.sock_accept(sock)
-                except OSError as exc:
-                    failures += 1
-                    now = time.monotonic()
-                    if now - said_at >= ACCEPT_LOG_INTERVAL_SECONDS:
-                        log.error("accept failed (%d time(s) since the last report): %s", failures, _why(exc))
-                        failures, said_at = 0, now
-                    await anyio.sleep(ACCEPT_RETRY_SECONDS)
-                    continue
-                tg.start_soon(self._handle, accepted)
-
-    async def _keep_socket(
-        self, sock: socket.socket, accepting: anyio.CancelScope, tg: anyio.abc.TaskGroup
-    ) -> None:
-        """Bind the socket path again if its file was deleted while the daemon runs."""
-        path = Path(self.socket_path)
-        said_taken = False
-        while True:
-            await anyio.sleep(SOCKET_CHECK_SECONDS)
-            found = socket_identity(path)
-            if found == self.own_socket:
-                continue
-            if found is not None:  # something else is at the path: not ours to remove
-                if not said_taken:
-                    log.error(
-                        "%s is no longer this daemon's socket (another file is there); not touching it", path
-                    )
-                    said_taken = True
-                continue
-            try:
-                sock = bind_socket(path)
-            except OSError as exc:
-                log.error("the socket %s was deleted, and binding it again failed: %s", path, exc)
-                continue
-            self.own_socket = socket_identity(path)
-            said_taken = False
-            log.warning("the socket %s was deleted while bouncerd ran; listening on it again", path)
-            accepting.cancel()  # the old socket's accept loop ends and closes it
-            accepting = anyio.CancelScope()
-            tg.start_soon(self._accept, sock, tg, accepting)
-
-    async def _watch_signals(
-        self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            task_status.started()
-            async for signum in signals:
-                if signum == signal.SIGHUP:
-                    tg.start_soon(self.fastlane.change, lambda: self.reloader.reload(time.time))
-                    continue
-                log.info("%s: shutting down", signal.Signals(signum).name)
-                tg.cancel_scope.cancel()
-                return
-
-    async def _handle(self, sock: socket.socket) -> None:
-        try:
-            cred = peer.check_peer(sock, self.expected_uid)
-        except PeerRejectedError as exc:
-            log.warning("refused a connection: %s", exc)
-            sock.close()
-            return
-        except BaseException:
-            sock.close()
-            raise
-        conn = Connection(self, self.observations, sock, cred, self.peers)  # closes `sock`
-        try:
-            await conn.run()
-        except ProtocolError as exc:
-            log.info("dropped a connection from pid %s: %s", cred.pid, exc)
-        except ConnectionError:
-            pass
-        except Exception:  # a bug must cost one connection, not the daemon
-            log.exception("connection from pid %s failed", cred.pid)
-        finally:
-            self.fastlane.leave(conn.caller)
-            self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
+    def _connection_closed(self, caller: Caller) -> None:
+        self.fastlane.leave(caller)
+        self.registry.disconnect(caller.session, caller.server, time.time())
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -808,26 +713,7 @@ class Daemon:
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
 
 
-def _why(exc: BaseException) -> str:
-    """What went wrong, even for an exception without a message of its own (anyio's wrappers)."""
-    for candidate in (exc, exc.__cause__, exc.__context__):
-        if candidate is not None and str(candidate):
-            return f"{type(candidate).__name__}: {candidate}"
-    return type(exc).__name__
-
-
 def _restriction_public(restriction: restricted.Restriction | None) -> dict[str, Any] | None:
     if restriction is None:
         return None
     return {"reason": restriction.reason, "since": restriction.since, "accept": restricted.ACCEPT_COMMAND}
-
-
-def socket_display_path(sock: socket.socket, fallback: Path) -> str:
-    """The path a listener is bound to (an activated one may live anywhere)."""
-    try:
-        name = sock.getsockname()
-    except OSError:
-        return str(fallback)
-    if isinstance(name, bytes):
-        name = name.decode("utf-8", "replace")
-    return name if isinstance(name, str) and name else str(fallback)
