@@ -13,20 +13,8 @@ the collaborators it uses, never the daemon. The op methods are synchronous: the
 the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events with one write, audit,
 and return the reply. Every verdict is made in `bouncerd/core`; this module is plumbing.
 
-Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a slice
-of a snapshot), ``{"k": "restricted", "reason": str, "since": float}`` (the journal was found damaged:
-the engine is restricted, `bouncerd/core/restricted.py`; first in every snapshot while it lasts) and
-``{"k": "loss_accepted"}`` (a person accepted the loss) and ``{"k": "audit_head", "head": str}`` (the
-last audit hash written, in every snapshot and after every audit rotation: the audit log must still
-hold it at the next start, `bouncerd/server/audit.py`). Observation entries belong to
-`bouncerd/server/observations.py`.
-
-Compaction: once the journal holds more than `COMPACT_AFTER_BYTES` that a rewrite would drop (its
-size less the raw observations still waiting to be indexed, which a rewrite must copy), and more
-than it would copy, and at least twice the last snapshot (so a large state is not rewritten after
-every append), it is replaced by the engine's snapshot plus what the observation index still needs.
-The cost of compaction is thus always proportional to what it reclaims. Compaction runs on the event loop and
-fsyncs; it also runs at a clean shutdown (`close`).
+The journal and the audit log, their replay at start and the journal's compaction, are
+`bouncerd/server/store.py`.
 
 Sessions end (`sweep`, every `sessions.sweep_interval`): one whose last shim left the grace period
 ago is archived (bouncerd/server/sessions.py): the engine drops what lasts a session, its taint stays
@@ -42,7 +30,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -55,32 +43,22 @@ from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
 from bouncerd.core.model import ServerIdentity, ToolCall
 from bouncerd.core.policy import Policy
-from bouncerd.errors import BouncerError, PolicyError, ProtocolError
+from bouncerd.errors import PolicyError, ProtocolError
 from bouncerd.managedpolicy import ManagedSource
 from bouncerd.paths import Paths
 from bouncerd.server import hooks, serving, verdicts
 from bouncerd.server.approvals import ApprovalDesk
-from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import AsyncHandler, Caller, Handler
 from bouncerd.server.connection import check_handler_table
 from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.fastlane import FastLane
-from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
-from bouncerd.server.observations import ObservationIndex
 from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
 from bouncerd.server.sessions import Registry, grace_seconds, sweep_interval
+from bouncerd.server.store import Store
 from bouncerd.server.unread import RESYNC_SECONDS, Peers
 
 log = logging.getLogger("bouncerd")
-
-# Compact once the journal passes this size. Raw observations make it grow by the size of upstream
-# outputs; 64 MiB bounds the replay after a crash to well under a second while compacting rarely.
-COMPACT_AFTER_BYTES = 64 * 1024 * 1024
-
-# Engine events per journal frame when writing a snapshot, so a large state never needs a frame near
-# the wire's MAX_FRAME_BYTES.
-SNAPSHOT_EVENTS_PER_FRAME = 256
 
 # After archiving, compact once a rewrite would drop this much (and, while a client is connected, twice
 # what it keeps): below it the rewrite's fsync costs more than the bytes are worth; a few client runs
@@ -96,16 +74,16 @@ class Daemon:
         self.policy = PolicyState(paths.policy)
         self.engine = Engine(resolve=realpath)
         self.registry = Registry()
-        self.observations = ObservationIndex(self.engine, self._journal_append)
+        self.store = Store(paths, self.engine)  # the journal and the audit log
+        self.observations = self.store.observations
         self.peers = Peers()  # every connection, for the barrier a verdict waits behind (unread.py)
-        self.observations.on_indexed = self.maybe_compact
         self.fastlane = FastLane(self.engine, lambda: self.policy.base)  # calls decided before asked
         self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
         # asking a person: codes, answers, approvals
         self.approvals = ApprovalDesk(
             self.decider,
-            self._journal_events,
-            self._audit_append,
+            self.store.append_events,
+            self.store.audit_append,
             lambda: self.policy.base.settings.audit_arguments,
             paths.policy,
             self.reload,
@@ -113,19 +91,14 @@ class Daemon:
         self.hook_ops = hooks.HookOps(
             self.engine,
             self.observations.accept,
-            self._audit_append,
+            self.store.audit_append,
             lambda: self.policy.base.settings.audit_arguments,
-            self.maybe_compact,
+            self.store.maybe_compact,
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
         self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
         check_handler_table(self.handlers, self.async_handlers)
-        self.reloader = Reloader(self.policy, self._put_policy_in_force, self._audit_append)
-        self._journal: Journal | None = None
-        self._audit: AuditLog | None = None
-        self._audit_head: str | None = None  # the last audit hash the journal knows of
-        self._compact_floor = COMPACT_AFTER_BYTES
-        self._kept_bytes = 0  # what the last compaction kept
+        self.reloader = Reloader(self.policy, self._put_policy_in_force, self.store.audit_append)
         self.session_grace = grace_seconds(os.environ)
         self.exporter: Exporter | None = None  # audit export (`audit_export:`), if configured
         self.acceptor = serving.Acceptor(
@@ -182,42 +155,11 @@ class Daemon:
         daemon.policy.managed_source = managed
         daemon.policy.commit(daemon.policy.read(), now)
         daemon.engine.set_policy(daemon.policy.base)
-        journal_path = paths.state / JOURNAL_NAME
-        journal, recovery = Journal.open(journal_path, daemon._replay)
-        daemon._journal = journal
-        daemon.observations.replay_done()
+        daemon.store.open(now)
         daemon.registry.adopt(daemon.engine.session_keys(), now)
         if daemon.observations.instances:  # shims were here: let them replay first (unread.py)
             daemon.peers.settle_for(RESYNC_SECONDS)
             log.info("sends wait up to %.0f s for reconnecting shims to replay what they saw", RESYNC_SECONDS)
-        (log.error if recovery.damaged else log.warning if recovery.torn_bytes else log.info)(
-            "%s", recovery.describe()
-        )
-        if recovery.damaged:
-            try:
-                daemon._enter_restricted(recovery.problem or "the journal is damaged", now)
-            except BaseException:
-                journal.close()
-                raise
-        if daemon.observations.queued:
-            log.info("journal: %d observations to index again", daemon.observations.queued)
-        try:
-            daemon._audit, repair = AuditLog.open(paths.audit, now, daemon._audit_head)
-        except BaseException:
-            journal.close()
-            raise
-        if repair is not None:
-            log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
-        daemon.audit.on_rotated = daemon._journal_audit_head
-        if recovery.damaged:
-            daemon.audit.append(
-                {
-                    "rule": "state.lost",
-                    "verdict": None,
-                    "reason": f"{recovery.describe()}; run {restricted.ACCEPT_COMMAND} once reviewed",
-                },
-                now,
-            )
         daemon._configure_export()
         try:
             daemon.approvals.open(paths.state, os.environ, now)
@@ -226,84 +168,20 @@ class Daemon:
             raise
         return daemon
 
-    def _enter_restricted(self, reason: str, now: float) -> None:
-        """The journal was damaged: restrict the engine, journal that, and compact, so the journal
-        holds the restriction first and whatever was read before the damage after it."""
-        entry: Entry = {"k": "restricted", "reason": reason, "since": now}
-        self._replay(entry)
-        self.journal.append(entry)
-        self.journal.rewrite(self._snapshot_entries())
-        log.error(
-            "restricted: every tool unpinned, every budget spent, every send asked until: %s",
-            restricted.ACCEPT_COMMAND,
-        )
-
-    def _replay(self, entry: Entry) -> None:
-        try:
-            if entry.get("k") == "events":
-                for ev in entry["events"]:
-                    self.engine.apply(ev)
-            elif entry.get("k") == "restricted":
-                self.engine.restrict(restricted.Restriction(str(entry["reason"]), float(entry["since"])))
-            elif entry.get("k") == "loss_accepted":
-                self.engine.lift_restriction()
-            elif entry.get("k") == "audit_head":
-                self._audit_head = str(entry["head"])
-            elif not self.observations.replay(entry):
-                raise ValueError(f"unknown entry kind {entry.get('k')!r}")
-        except Exception as exc:  # any failure to apply means the state cannot be rebuilt faithfully
-            raise BouncerError(
-                f"the journal {self.paths.state / JOURNAL_NAME} holds an entry this bouncerd does not "
-                f"understand ({type(exc).__name__}: {exc}); it is left as it is"
-            ) from None
-
     def close(self) -> None:
         """Compact and fsync the journal, fsync and close the audit log. Call once, after `serve`."""
-        if self._journal is not None:
-            if self._audit is not None:
+        if self.store.journal_open:
+            if self.store.audit_open:
                 self.approvals.close(time.time())
-            self.compact()
-            self._journal.sync()
-            self._journal.close()
-            self._journal = None
+            self.store.close_journal()
         if self.exporter is not None:
-            if self._audit is not None:
-                self.exporter.report_losses(self._audit_append, time.time())
+            if self.store.audit_open:
+                self.exporter.report_losses(self.store.audit_append, time.time())
             self.exporter.close()
             self.exporter = None
-        if self._audit is not None:
-            self._audit.close()
-            self._audit = None
+        self.store.close_audit()
 
-    # ---- journal ------------------------------------------------------------------------------
-
-    @property
-    def journal(self) -> Journal:
-        assert self._journal is not None, "journal used before start() or after close()"
-        return self._journal
-
-    @property
-    def audit(self) -> AuditLog:
-        assert self._audit is not None, "audit log used before start() or after close()"
-        return self._audit
-
-    def _journal_append(self, entry: Entry) -> None:
-        self.journal.append(entry)
-
-    def _journal_events(self, events: Sequence[EngineEvent]) -> None:
-        if events:
-            self.journal.append({"k": "events", "events": list(events)})
-
-    def _journal_audit_head(self, head: str) -> None:
-        if self._journal is None:  # closing: the journal was compacted and closed before the audit log
-            return
-        try:
-            self.journal.append({"k": "audit_head", "head": head})
-        except (OSError, ProtocolError) as exc:  # the next compaction records it; the record is written
-            log.error("journal: cannot record the audit head after a rotation: %s", exc)
-
-    def _audit_append(self, fields: dict[str, Any], now: float) -> None:
-        self.audit.append(fields, now)
+    # ---- policy in force ----------------------------------------------------------------------
 
     def _put_policy_in_force(self, policy: Policy) -> None:
         """A reload committed: the engine decides by it, and audit export follows its settings."""
@@ -317,35 +195,9 @@ class Daemon:
             if self.exporter is not None:
                 self.exporter.close(timeout=0)  # the old senders finish on their own
             self.exporter = Exporter(config) if config is not None and not config.empty else None
-            self.audit.tap = self.exporter.tap(self._audit_append) if self.exporter is not None else None
-
-    def maybe_compact(self) -> None:
-        queued = self.observations.queued_bytes  # what a rewrite must copy
-        reclaimable = self.journal.size - queued
-        if reclaimable > max(self._compact_floor, queued):
-            self.compact()
-
-    def compact(self) -> None:
-        try:
-            self.journal.rewrite(self._snapshot_entries())
-        except (OSError, ProtocolError) as exc:
-            log.error("journal: compaction failed, keeping the journal as it is: %s", exc)
-            return
-        self._kept_bytes = self.journal.size - self.observations.queued_bytes
-        self._compact_floor = max(COMPACT_AFTER_BYTES, 2 * self._kept_bytes)
-        log.info("journal: compacted to %d bytes", self.journal.size)
-
-    def _snapshot_entries(self) -> Iterator[Entry]:
-        restriction = self.engine.restriction
-        if restriction is not None:  # first: replaying it drops pins, and those accepted since follow
-            yield {"k": "restricted", "reason": restriction.reason, "since": restriction.since}
-        events = self.engine.snapshot(time.time())
-        for i in range(0, len(events), SNAPSHOT_EVENTS_PER_FRAME):
-            yield {"k": "events", "events": events[i : i + SNAPSHOT_EVENTS_PER_FRAME]}
-        yield from self.observations.snapshot_entries()
-        head = self._audit.head if self._audit is not None else self._audit_head
-        if head is not None:
-            yield {"k": "audit_head", "head": head}
+            self.store.audit.tap = (
+                self.exporter.tap(self.store.audit_append) if self.exporter is not None else None
+            )
 
     # ---- the end of sessions ------------------------------------------------------------------
 
@@ -358,15 +210,16 @@ class Daemon:
         events.extend(self.engine.expire_taint(now, self.policy.base.settings.taint_retention))
         if not events:
             return
-        self._journal_events(events)
+        self.store.append_events(events)
         for session in ended:
             self.observations.forget(session.instances)
             self.registry.remove(session.key)
-            self.audit.append(session.ended_record(self.session_grace), now)
-        reclaimable = self.journal.size - self.observations.queued_bytes
+            self.store.audit.append(session.ended_record(self.session_grace), now)
+        reclaimable = self.store.reclaimable
         idle = not any(s.connections for s in self.registry.sessions.values())
-        if reclaimable > ARCHIVE_COMPACT_MIN_BYTES and (idle or reclaimable > 2 * self._kept_bytes):
-            self.compact()  # when it pays, or when the last client has gone (a rewrite then costs no one)
+        if reclaimable > ARCHIVE_COMPACT_MIN_BYTES and (idle or reclaimable > 2 * self.store.kept_bytes):
+            # when it pays, or when the last client has gone (a rewrite then costs no one)
+            self.store.compact()
 
     async def _sweep_sessions(self) -> None:
         while True:
@@ -389,7 +242,7 @@ class Daemon:
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
             tg.start_soon(self._sweep_sessions)
-            tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
+            tg.start_soon(report_periodically, lambda: self.exporter, self.store.audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
             self.acceptor.start(sock, tg)
 
@@ -478,10 +331,10 @@ class Daemon:
             )
         except (TypeError, ValueError) as exc:  # bytes, which JSON cannot carry: found before any change
             return wire.error_reply(rid, "bad_tools", f"a tool in the list cannot be pinned: {exc}")
-        self._journal_events(events)
+        self.store.append_events(events)
         self.fastlane.changed(entry.identity.key)
         entry.tools = len(tools)
-        self.maybe_compact()
+        self.store.maybe_compact()
         return wire.reply(
             rid,
             pinned_now=list(report.pinned_now),
@@ -541,8 +394,8 @@ class Daemon:
             extra=asked,  # an ask: code, question, elicitation, timeout, request_state, binding
         )
         audit_arguments = self.policy.base.settings.audit_arguments
-        reply = verdicts.deliver(rid, judged, self._audit_append, audit_arguments, now)
-        self.maybe_compact()
+        reply = verdicts.deliver(rid, judged, self.store.audit_append, audit_arguments, now)
+        self.store.maybe_compact()
         return reply
 
     def forwarded(self, caller: Caller, rid: int, msg: wire.ForwardedRequest) -> dict[str, Any]:
@@ -557,7 +410,7 @@ class Daemon:
         verdict = fastpath.judge_forwarded(
             self.engine, call, now, policy, epoch=msg["epoch"], policy_error=policy_error
         )
-        self._journal_events(verdict.events)
+        self.store.append_events(verdict.events)
         judged = verdicts.Judged(
             session,
             entry.identity.name,
@@ -569,8 +422,8 @@ class Daemon:
             fast_path={"epoch": msg["epoch"], "instance": caller.instance, "seq": msg["seq"]},
         )
         audit_arguments = self.policy.base.settings.audit_arguments
-        reply = verdicts.deliver(rid, judged, self._audit_append, audit_arguments, now)
-        self.maybe_compact()
+        reply = verdicts.deliver(rid, judged, self.store.audit_append, audit_arguments, now)
+        self.store.maybe_compact()
         return reply
 
     def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
@@ -626,12 +479,12 @@ class Daemon:
                 continue
             found = True
             events = self.engine.accept_pins(key, wanted)
-            self._journal_events(events)
+            self.store.append_events(events)
             self.fastlane.changed(key)
             names = [ev["tool"] for ev in events]
             accepted.extend(names)
             if names:
-                self.audit.append(
+                self.store.audit.append(
                     {
                         "server": msg["server"],
                         "rule": "pins.accepted",
@@ -653,9 +506,9 @@ class Daemon:
         restriction = self.engine.restriction
         if restriction is None:
             return wire.reply(rid, accepted=False)
-        self.journal.append({"k": "loss_accepted"})
+        self.store.journal.append({"k": "loss_accepted"})
         self.engine.lift_restriction()
-        self.audit.append(
+        self.store.audit.append(
             {
                 "rule": "state.loss_accepted",
                 "verdict": None,
@@ -669,10 +522,10 @@ class Daemon:
     def vouch(self, caller: Caller, rid: int, msg: wire.VouchRequest) -> dict[str, Any]:
         session = caller.require_session()
         events = self.engine.vouch(session.key, msg["text"])
-        self._journal_events(events)
+        self.store.append_events(events)
         keys = events[0]["keys"] if events else []
         if keys:
-            self.audit.append(
+            self.store.audit.append(
                 {
                     "session": session.key,
                     "rule": "vouch.user_prompt",
@@ -691,7 +544,7 @@ class Daemon:
             self.observations.accept(
                 session=session.key, server=server, instance=caller.instance, request=msg, now=time.time()
             )
-            self.maybe_compact()
+            self.store.maybe_compact()
         return wire.reply(rid, seq=seq)
 
     def status(self, caller: Caller, rid: int, msg: wire.StatusRequest) -> dict[str, Any]:
@@ -704,9 +557,9 @@ class Daemon:
             "socket": self.socket_path,
             "state_dir": str(self.paths.state),
             "audit": str(self.paths.audit),
-            "head": self.audit.head,  # hash of the last audit record: compare with `audit verify`
-            "records": self.audit.records,  # audit records written since this daemon started
-            "audit_gaps": [gap.why for gap in self.audit.gaps],  # lost live files noticed
+            "head": self.store.audit.head,  # hash of the last audit record: compare with `audit verify`
+            "records": self.store.audit.records,  # audit records written since this daemon started
+            "audit_gaps": [gap.why for gap in self.store.audit.gaps],  # lost live files noticed
             "export": self.exporter.public() if self.exporter is not None else None,
             "restricted": _restriction_public(self.engine.restriction),
         }
