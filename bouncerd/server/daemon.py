@@ -38,6 +38,7 @@ import anyio.abc
 
 from bouncerd import __version__, wire
 from bouncerd.core import fastpath, pins, restricted
+from bouncerd.core.auditrecords import EventRecord, ServerEventRecord, VouchRecord
 from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
@@ -80,20 +81,15 @@ class Daemon:
         self.fastlane = FastLane(self.engine, lambda: self.policy.base)  # calls decided before asked
         self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
         # asking a person: codes, answers, approvals
-        self.approvals = ApprovalDesk(
-            self.decider,
+        # every decision's events, audit records and verdict go out through this one path
+        self.verdicts = verdicts.VerdictPath(
             self.store.append_events,
             self.store.audit_append,
             lambda: self.policy.base.settings.audit_arguments,
-            paths.policy,
-            self.reload,
         )
+        self.approvals = ApprovalDesk(self.decider, self.verdicts, paths.policy, self.reload)
         self.hook_ops = hooks.HookOps(
-            self.engine,
-            self.observations.accept,
-            self.store.audit_append,
-            lambda: self.policy.base.settings.audit_arguments,
-            self.store.maybe_compact,
+            self.engine, self.observations.accept, self.verdicts, self.store.maybe_compact
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
         self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
@@ -214,7 +210,7 @@ class Daemon:
         for session in ended:
             self.observations.forget(session.instances)
             self.registry.remove(session.key)
-            self.store.audit.append(session.ended_record(self.session_grace), now)
+            self.store.audit_append(session.ended_record(self.session_grace), now)
         reclaimable = self.store.reclaimable
         idle = not any(s.connections for s in self.registry.sessions.values())
         if reclaimable > ARCHIVE_COMPACT_MIN_BYTES and (idle or reclaimable > 2 * self.store.kept_bytes):
@@ -393,8 +389,7 @@ class Daemon:
             request_id_json=msg.get("request_id_json"),  # exact where request_id cannot be (a float, ...)
             extra=asked,  # an ask: code, question, elicitation, timeout, request_state, binding
         )
-        audit_arguments = self.policy.base.settings.audit_arguments
-        reply = verdicts.deliver(rid, judged, self.store.audit_append, audit_arguments, now)
+        reply = self.verdicts.deliver(rid, judged, now)
         self.store.maybe_compact()
         return reply
 
@@ -410,7 +405,6 @@ class Daemon:
         verdict = fastpath.judge_forwarded(
             self.engine, call, now, policy, epoch=msg["epoch"], policy_error=policy_error
         )
-        self.store.append_events(verdict.events)
         judged = verdicts.Judged(
             session,
             entry.identity.name,
@@ -421,8 +415,7 @@ class Daemon:
             request_id_json=msg.get("request_id_json"),
             fast_path={"epoch": msg["epoch"], "instance": caller.instance, "seq": msg["seq"]},
         )
-        audit_arguments = self.policy.base.settings.audit_arguments
-        reply = verdicts.deliver(rid, judged, self.store.audit_append, audit_arguments, now)
+        reply = self.verdicts.deliver(rid, judged, now, verdict.events)
         self.store.maybe_compact()
         return reply
 
@@ -484,15 +477,13 @@ class Daemon:
             names = [ev["tool"] for ev in events]
             accepted.extend(names)
             if names:
-                self.store.audit.append(
-                    {
-                        "server": msg["server"],
-                        "rule": "pins.accepted",
-                        "verdict": None,
-                        "reason": f"a person accepted {len(names)} tool(s): {', '.join(names)}",
-                    },
-                    now,
-                )
+                record: ServerEventRecord = {
+                    "server": msg["server"],
+                    "rule": "pins.accepted",
+                    "verdict": None,
+                    "reason": f"a person accepted {len(names)} tool(s): {', '.join(names)}",
+                }
+                self.store.audit_append(record, now)
         if not found:
             return wire.error_reply(
                 rid, "no_server", f"no server named {msg['server']!r} has listed tools yet"
@@ -508,15 +499,13 @@ class Daemon:
             return wire.reply(rid, accepted=False)
         self.store.journal.append({"k": "loss_accepted"})
         self.engine.lift_restriction()
-        self.store.audit.append(
-            {
-                "rule": "state.loss_accepted",
-                "verdict": None,
-                "reason": f"a person accepted the loss found at start ({restriction.reason}); tools stay "
-                f"unpinned until accepted with bouncerctl pins accept",
-            },
-            time.time(),
-        )
+        record: EventRecord = {
+            "rule": "state.loss_accepted",
+            "verdict": None,
+            "reason": f"a person accepted the loss found at start ({restriction.reason}); tools stay "
+            f"unpinned until accepted with bouncerctl pins accept",
+        }
+        self.store.audit_append(record, time.time())
         return wire.reply(rid, accepted=True)
 
     def vouch(self, caller: Caller, rid: int, msg: wire.VouchRequest) -> dict[str, Any]:
@@ -525,15 +514,14 @@ class Daemon:
         self.store.append_events(events)
         keys = events[0]["keys"] if events else []
         if keys:
-            self.store.audit.append(
-                {
-                    "session": session.key,
-                    "rule": "vouch.user_prompt",
-                    "reason": f"{len(keys)} destination(s) typed by the user vouched for the session",
-                    "destination": ", ".join(keys),
-                },
-                time.time(),
-            )
+            record: VouchRecord = {
+                "session": session.key,
+                "verdict": None,
+                "rule": "vouch.user_prompt",
+                "reason": f"{len(keys)} destination(s) typed by the user vouched for the session",
+                "destination": ", ".join(keys),
+            }
+            self.store.audit_append(record, time.time())
         return wire.reply(rid, vouched=len(keys))
 
     def observe(self, caller: Caller, rid: int, msg: wire.ObserveRequest) -> dict[str, Any]:

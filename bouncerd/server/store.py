@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from bouncerd.core import restricted
+from bouncerd.core.auditrecords import AnyRecord, EventRecord
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
 from bouncerd.errors import BouncerError, ProtocolError
@@ -86,14 +86,12 @@ class Store:
             log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
         self._audit.on_rotated = self._journal_audit_head
         if recovery.damaged:
-            self._audit.append(
-                {
-                    "rule": "state.lost",
-                    "verdict": None,
-                    "reason": f"{recovery.describe()}; run {restricted.ACCEPT_COMMAND} once reviewed",
-                },
-                now,
-            )
+            lost: EventRecord = {
+                "rule": "state.lost",
+                "verdict": None,
+                "reason": f"{recovery.describe()}; run {restricted.ACCEPT_COMMAND} once reviewed",
+            }
+            self._audit.append(lost, now)
 
     def _enter_restricted(self, reason: str, now: float) -> None:
         """The journal was damaged: restrict the engine, journal that, and compact, so the journal
@@ -167,7 +165,7 @@ class Store:
         if events:
             self.journal.append({"k": "events", "events": list(events)})
 
-    def audit_append(self, fields: dict[str, Any], now: float) -> None:
+    def audit_append(self, fields: AnyRecord, now: float) -> None:
         self.audit.append(fields, now)
 
     def _journal_audit_head(self, head: str) -> None:
