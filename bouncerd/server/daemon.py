@@ -351,10 +351,7 @@ class Daemon:
             msg.get("answers") or None,
         )
         now = time.time()
-        try:
-            policy, policy_error = self.policy.for_shim(caller.policy_path), None
-        except PolicyError as exc:
-            policy, policy_error = self.policy.base, str(exc)
+        policy, policy_error = self.policy.for_call(caller.policy_path)
         decision = self.decider.decide_call(
             call,
             now,
@@ -373,13 +370,10 @@ class Daemon:
             self.fastlane.changed(entry.identity.key)
         if asked:
             self.approvals.remember_arguments(asked["code"], call.arguments)
-        judged = verdicts.Judged(
+        judged = verdicts.Judged.of_call(
             session,
-            entry.identity.name,
-            call.request_id,
-            call.tool,
+            call,
             verdict,
-            call.arguments,
             kind=kind,
             # An ask's record keeps the reason without the `bouncerctl approve CODE` hint: the client
             # may answer it itself, and the log must not offer a code for an ask already answered
@@ -398,20 +392,14 @@ class Daemon:
         session, entry = caller.require_server()
         call = ToolCall(session.key, entry.identity, msg["tool"], msg["arguments"], msg.get("request_id"))
         now = time.time()
-        try:
-            policy, policy_error = self.policy.for_shim(caller.policy_path), None
-        except PolicyError as exc:
-            policy, policy_error = self.policy.base, str(exc)
+        policy, policy_error = self.policy.for_call(caller.policy_path)
         verdict = fastpath.judge_forwarded(
             self.engine, call, now, policy, epoch=msg["epoch"], policy_error=policy_error
         )
-        judged = verdicts.Judged(
+        judged = verdicts.Judged.of_call(
             session,
-            entry.identity.name,
-            call.request_id,
-            call.tool,
+            call,
             verdict,
-            call.arguments,
             request_id_json=msg.get("request_id_json"),
             fast_path={"epoch": msg["epoch"], "instance": caller.instance, "seq": msg["seq"]},
         )

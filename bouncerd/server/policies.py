@@ -157,6 +157,14 @@ class PolicyState:
         self.failure = ReloadFailure.of(self.user_path, exc, now)
         return self.failure.message()
 
+    def for_call(self, policy_path: str | None) -> tuple[Policy, str | None]:
+        """The policy a shim's call is judged by, and None; or, when the shim's --policy does not load,
+        the base policy and why (the core then denies the call as ``policy.unreadable``)."""
+        try:
+            return self.for_shim(policy_path), None
+        except PolicyError as exc:
+            return self.base, str(exc)
+
     def for_shim(self, policy_path: str | None) -> Policy:
         """The policy for one shim: base, plus its --policy file on top. Raises PolicyError."""
         if not policy_path:

@@ -33,7 +33,7 @@ from bouncerd import wire
 from bouncerd.core.approvals import arguments_digest
 from bouncerd.core.auditrecords import AnyRecord, Audit, VerdictRecord
 from bouncerd.core.events import EngineEvent
-from bouncerd.core.model import JsonRpcId, Verdict
+from bouncerd.core.model import JsonRpcId, ToolCall, Verdict
 from bouncerd.server.sessions import Session
 
 Journal = Callable[[Sequence[EngineEvent]], None]  # append engine events to the journal, one write
@@ -57,6 +57,11 @@ class Judged:
     request_id_json: str | None = None
     fast_path: Mapping[str, Any] | None = None  # the `forwarded` op's epoch, instance and seq
     extra: Mapping[str, Any] = field(default_factory=dict)  # what the op adds to the reply
+
+    @classmethod
+    def of_call(cls, session: Session, call: ToolCall, verdict: Verdict, **more: Any) -> Judged:
+        """What was judged of a call a shim relayed or forwarded (its server, id, tool and arguments)."""
+        return cls(session, call.server.name, call.request_id, call.tool, verdict, call.arguments, **more)
 
 
 def verdict_record(judged: Judged, audit_arguments: str) -> VerdictRecord:
