@@ -118,6 +118,17 @@ def remote_target(value: Any) -> mc.RemoteTarget | str:
     return mc.RemoteTarget(url, "streamable-http", tuple(headers.items()))
 
 
+def _add_env(table: Any, extra: Mapping[str, str], record: dict[str, Any]) -> None:
+    """Add `extra` to the server's ``env`` table (made inline if it has none); the undo record says
+    whether the table was made, so unwrapping removes it again."""
+    record["env_created"] = bool(extra) and "env" not in table
+    if extra:
+        if "env" not in table:
+            table["env"] = tomlkit.inline_table()
+        for key, item in extra.items():
+            table["env"][key] = item
+
+
 def _wrap_remote(table: Any, name: str, shim: str, env: Mapping[str, str]) -> dict[str, Any]:
     value = table.unwrap()
     target = remote_target(value)
@@ -137,12 +148,7 @@ def _wrap_remote(table: Any, name: str, shim: str, env: Mapping[str, str]) -> di
         "trails": trails,
         "env_added": list(extra),
     }
-    record["env_created"] = bool(extra) and "env" not in table
-    if extra:
-        if "env" not in table:
-            table["env"] = tomlkit.inline_table()
-        for key, item in extra.items():
-            table["env"][key] = item
+    _add_env(table, extra, record)
     return record
 
 
@@ -163,12 +169,7 @@ def wrap(doc: tomlkit.TOMLDocument, name: str, shim: str, env: Mapping[str, str]
     table["args"] = args
     extra = mc.added_env(value, env)
     record["env_added"] = list(extra)
-    record["env_created"] = bool(extra) and "env" not in table
-    if extra:
-        if "env" not in table:
-            table["env"] = tomlkit.inline_table()
-        for key, item in extra.items():
-            table["env"][key] = item
+    _add_env(table, extra, record)
     return record
 
 
