@@ -14,7 +14,7 @@ the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events wi
 and return the reply. Every verdict is made in `bouncerd/core`; this module is plumbing.
 
 The journal and the audit log, their replay at start and the journal's compaction, are
-`bouncerd/server/store.py`.
+`bouncerd/server/ledger.py`.
 
 Sessions end (`sweep`, every `sessions.sweep_interval`): one whose last shim left the grace period
 ago is archived (bouncerd/server/sessions.py): the engine drops what lasts a session, its taint stays
@@ -53,10 +53,10 @@ from bouncerd.server.caller import AsyncHandler, Caller, Handler
 from bouncerd.server.connection import check_handler_table
 from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.fastlane import FastLane
+from bouncerd.server.ledger import Ledger
 from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
 from bouncerd.server.sessions import Registry, grace_seconds, sweep_interval
-from bouncerd.server.store import Store
 from bouncerd.server.unread import RESYNC_SECONDS, Peers
 
 log = logging.getLogger("bouncerd")
@@ -75,26 +75,26 @@ class Daemon:
         self.policy = PolicyState(paths.policy)
         self.engine = Engine(resolve=realpath)
         self.registry = Registry()
-        self.store = Store(paths, self.engine)  # the journal and the audit log
-        self.observations = self.store.observations
+        self.ledger = Ledger(paths, self.engine)  # the journal and the audit log
+        self.observations = self.ledger.observations
         self.peers = Peers()  # every connection, for the barrier a verdict waits behind (unread.py)
         self.fastlane = FastLane(self.engine, lambda: self.policy.base)  # calls decided before asked
         self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
         # asking a person: codes, answers, approvals
         # every decision's events, audit records and verdict go out through this one path
         self.verdicts = verdicts.VerdictPath(
-            self.store.append_events,
-            self.store.audit_append,
+            self.ledger.append_events,
+            self.ledger.audit_append,
             lambda: self.policy.base.settings.audit_arguments,
         )
         self.approvals = ApprovalDesk(self.decider, self.verdicts, paths.policy, self.reload)
         self.hook_ops = hooks.HookOps(
-            self.engine, self.observations.accept, self.verdicts, self.store.maybe_compact
+            self.engine, self.observations.accept, self.verdicts, self.ledger.maybe_compact
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
         self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
         check_handler_table(self.handlers, self.async_handlers)
-        self.reloader = Reloader(self.policy, self._put_policy_in_force, self.store.audit_append)
+        self.reloader = Reloader(self.policy, self._put_policy_in_force, self.ledger.audit_append)
         self.session_grace = grace_seconds(os.environ)
         self.exporter: Exporter | None = None  # audit export (`audit_export:`), if configured
         self.acceptor = serving.Acceptor(
@@ -151,7 +151,7 @@ class Daemon:
         daemon.policy.managed_source = managed
         daemon.policy.commit(daemon.policy.read(), now)
         daemon.engine.set_policy(daemon.policy.base)
-        daemon.store.open(now)
+        daemon.ledger.open(now)
         daemon.registry.adopt(daemon.engine.session_keys(), now)
         if daemon.observations.instances:  # shims were here: let them replay first (unread.py)
             daemon.peers.settle_for(RESYNC_SECONDS)
@@ -166,16 +166,16 @@ class Daemon:
 
     def close(self) -> None:
         """Compact and fsync the journal, fsync and close the audit log. Call once, after `serve`."""
-        if self.store.journal_open:
-            if self.store.audit_open:
+        if self.ledger.journal_open:
+            if self.ledger.audit_open:
                 self.approvals.close(time.time())
-            self.store.close_journal()
+            self.ledger.close_journal()
         if self.exporter is not None:
-            if self.store.audit_open:
-                self.exporter.report_losses(self.store.audit_append, time.time())
+            if self.ledger.audit_open:
+                self.exporter.report_losses(self.ledger.audit_append, time.time())
             self.exporter.close()
             self.exporter = None
-        self.store.close_audit()
+        self.ledger.close_audit()
 
     # ---- policy in force ----------------------------------------------------------------------
 
@@ -191,8 +191,8 @@ class Daemon:
             if self.exporter is not None:
                 self.exporter.close(timeout=0)  # the old senders finish on their own
             self.exporter = Exporter(config) if config is not None and not config.empty else None
-            self.store.audit.tap = (
-                self.exporter.tap(self.store.audit_append) if self.exporter is not None else None
+            self.ledger.audit.tap = (
+                self.exporter.tap(self.ledger.audit_append) if self.exporter is not None else None
             )
 
     # ---- the end of sessions ------------------------------------------------------------------
@@ -206,16 +206,16 @@ class Daemon:
         events.extend(self.engine.expire_taint(now, self.policy.base.settings.taint_retention))
         if not events:
             return
-        self.store.append_events(events)
+        self.ledger.append_events(events)
         for session in ended:
             self.observations.forget(session.instances)
             self.registry.remove(session.key)
-            self.store.audit_append(session.ended_record(self.session_grace), now)
-        reclaimable = self.store.reclaimable
+            self.ledger.audit_append(session.ended_record(self.session_grace), now)
+        reclaimable = self.ledger.reclaimable
         idle = not any(s.connections for s in self.registry.sessions.values())
-        if reclaimable > ARCHIVE_COMPACT_MIN_BYTES and (idle or reclaimable > 2 * self.store.kept_bytes):
+        if reclaimable > ARCHIVE_COMPACT_MIN_BYTES and (idle or reclaimable > 2 * self.ledger.kept_bytes):
             # when it pays, or when the last client has gone (a rewrite then costs no one)
-            self.store.compact()
+            self.ledger.compact()
 
     async def _sweep_sessions(self) -> None:
         while True:
@@ -238,7 +238,7 @@ class Daemon:
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
             tg.start_soon(self._sweep_sessions)
-            tg.start_soon(report_periodically, lambda: self.exporter, self.store.audit_append)
+            tg.start_soon(report_periodically, lambda: self.exporter, self.ledger.audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
             self.acceptor.start(sock, tg)
 
@@ -327,10 +327,10 @@ class Daemon:
             )
         except (TypeError, ValueError) as exc:  # bytes, which JSON cannot carry: found before any change
             return wire.error_reply(rid, "bad_tools", f"a tool in the list cannot be pinned: {exc}")
-        self.store.append_events(events)
+        self.ledger.append_events(events)
         self.fastlane.changed(entry.identity.key)
         entry.tools = len(tools)
-        self.store.maybe_compact()
+        self.ledger.maybe_compact()
         return wire.reply(
             rid,
             pinned_now=list(report.pinned_now),
@@ -384,7 +384,7 @@ class Daemon:
             extra=asked,  # an ask: code, question, elicitation, timeout, request_state, binding
         )
         reply = self.verdicts.deliver(rid, judged, now)
-        self.store.maybe_compact()
+        self.ledger.maybe_compact()
         return reply
 
     def forwarded(self, caller: Caller, rid: int, msg: wire.ForwardedRequest) -> dict[str, Any]:
@@ -404,7 +404,7 @@ class Daemon:
             fast_path={"epoch": msg["epoch"], "instance": caller.instance, "seq": msg["seq"]},
         )
         reply = self.verdicts.deliver(rid, judged, now, verdict.events)
-        self.store.maybe_compact()
+        self.ledger.maybe_compact()
         return reply
 
     def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
@@ -460,7 +460,7 @@ class Daemon:
                 continue
             found = True
             events = self.engine.accept_pins(key, wanted)
-            self.store.append_events(events)
+            self.ledger.append_events(events)
             self.fastlane.changed(key)
             names = [ev["tool"] for ev in events]
             accepted.extend(names)
@@ -471,7 +471,7 @@ class Daemon:
                     "verdict": None,
                     "reason": f"a person accepted {len(names)} tool(s): {', '.join(names)}",
                 }
-                self.store.audit_append(record, now)
+                self.ledger.audit_append(record, now)
         if not found:
             return wire.error_reply(
                 rid, "no_server", f"no server named {msg['server']!r} has listed tools yet"
@@ -485,7 +485,7 @@ class Daemon:
         restriction = self.engine.restriction
         if restriction is None:
             return wire.reply(rid, accepted=False)
-        self.store.journal.append({"k": "loss_accepted"})
+        self.ledger.journal.append({"k": "loss_accepted"})
         self.engine.lift_restriction()
         record: EventRecord = {
             "rule": "state.loss_accepted",
@@ -493,13 +493,13 @@ class Daemon:
             "reason": f"a person accepted the loss found at start ({restriction.reason}); tools stay "
             f"unpinned until accepted with bouncerctl pins accept",
         }
-        self.store.audit_append(record, time.time())
+        self.ledger.audit_append(record, time.time())
         return wire.reply(rid, accepted=True)
 
     def vouch(self, caller: Caller, rid: int, msg: wire.VouchRequest) -> dict[str, Any]:
         session = caller.require_session()
         events = self.engine.vouch(session.key, msg["text"])
-        self.store.append_events(events)
+        self.ledger.append_events(events)
         keys = events[0]["keys"] if events else []
         if keys:
             record: VouchRecord = {
@@ -509,7 +509,7 @@ class Daemon:
                 "reason": f"{len(keys)} destination(s) typed by the user vouched for the session",
                 "destination": ", ".join(keys),
             }
-            self.store.audit_append(record, time.time())
+            self.ledger.audit_append(record, time.time())
         return wire.reply(rid, vouched=len(keys))
 
     def observe(self, caller: Caller, rid: int, msg: wire.ObserveRequest) -> dict[str, Any]:
@@ -520,7 +520,7 @@ class Daemon:
             self.observations.accept(
                 session=session.key, server=server, instance=caller.instance, request=msg, now=time.time()
             )
-            self.store.maybe_compact()
+            self.ledger.maybe_compact()
         return wire.reply(rid, seq=seq)
 
     def status(self, caller: Caller, rid: int, msg: wire.StatusRequest) -> dict[str, Any]:
@@ -533,9 +533,9 @@ class Daemon:
             "socket": self.socket_path,
             "state_dir": str(self.paths.state),
             "audit": str(self.paths.audit),
-            "head": self.store.audit.head,  # hash of the last audit record: compare with `audit verify`
-            "records": self.store.audit.records,  # audit records written since this daemon started
-            "audit_gaps": [gap.why for gap in self.store.audit.gaps],  # lost live files noticed
+            "head": self.ledger.audit.head,  # hash of the last audit record: compare with `audit verify`
+            "records": self.ledger.audit.records,  # audit records written since this daemon started
+            "audit_gaps": [gap.why for gap in self.ledger.audit.gaps],  # lost live files noticed
             "export": self.exporter.public() if self.exporter is not None else None,
             "restricted": _restriction_public(self.engine.restriction),
         }

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-`Store.open` replays the journal into the engine (and the observation index, whose entries share the
+`Ledger.open` replays the journal into the engine (and the observation index, whose entries share the
 journal), cuts a torn tail, restricts the engine if the journal was damaged, and opens the audit log
 (repairing a torn line). Ops write through `append_events` (the engine events of one op, one write)
 and `audit_append`; `maybe_compact` after an op rewrites the journal when it pays.
@@ -50,7 +50,7 @@ COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 SNAPSHOT_EVENTS_PER_FRAME = 256
 
 
-class Store:
+class Ledger:
     def __init__(self, paths: Paths, engine: Engine) -> None:
         self.paths = paths
         self.engine = engine
