@@ -1,7 +1,7 @@
 """No production module over MAX_MODULE_LINES (STYLE §9: modules of 100–600 lines with one idea each).
 
 A module past the limit has grown a second idea: split it at a state machine or adapter boundary
-(the daemon's start-up and journal went to server/store.py, its accept loop to server/serving.py;
+(the daemon's start-up and journal went to server/ledger.py, its accept loop to server/serving.py;
 the docs generator to core/ruledocs.py), never by moving lines to a grab-bag module.
 """
 
@@ -16,8 +16,6 @@ MAX_MODULE_LINES = 600
 # Over the limit and not split yet, each along a seam of its own: an entry here may only go.
 NOT_SPLIT_YET = frozenset(
     {
-        "bouncerd/core/engine.py",
-        "bouncerd/core/decision.py",
         "bouncerd/core/sinkgate.py",
         "bouncerd/core/taint.py",
         "bouncerd/core/tokens.py",
