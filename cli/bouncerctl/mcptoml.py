@@ -129,6 +129,17 @@ def _add_env(table: Any, extra: Mapping[str, str], record: dict[str, Any]) -> No
             table["env"][key] = item
 
 
+def _remove_env(table: Any, record: Mapping[str, Any]) -> None:
+    """Undo `_add_env`: drop the ``env`` table it made, or the variables it added to one."""
+    env = table.get("env")
+    if record.get("env_created") and env is not None:
+        del table["env"]
+    elif env is not None:
+        for key in record.get("env_added", []):
+            if key in env:
+                del env[key]
+
+
 def _wrap_remote(table: Any, name: str, shim: str, env: Mapping[str, str]) -> dict[str, Any]:
     value = table.unwrap()
     target = remote_target(value)
@@ -186,13 +197,7 @@ def unwrap(doc: tomlkit.TOMLDocument, name: str, record: Mapping[str, Any]) -> N
                 del table["args"]
         else:
             table["args"] = _item(record["args"])
-        env = table.get("env")
-        if record.get("env_created") and env is not None:
-            del table["env"]
-        elif env is not None:
-            for key in record.get("env_added", []):
-                if key in env:
-                    del env[key]
+        _remove_env(table, record)
     except (KeyError, TypeError, tomlkit.exceptions.TOMLKitError) as exc:
         raise mc.RewriteError(f"{name}: the undo record does not fit this entry ({exc})") from None
 
@@ -201,13 +206,7 @@ def _unwrap_remote(table: Any, record: Mapping[str, Any]) -> None:
     for key in ("command", "args"):
         if key in table:
             del table[key]
-    env = table.get("env")
-    if record.get("env_created") and env is not None:
-        del table["env"]
-    elif env is not None:
-        for key in record.get("env_added", []):
-            if key in env:
-                del env[key]
+    _remove_env(table, record)
     trails = record.get("trails", {})
     for key, text in record["removed"].items():
         table[key] = _item(text)
