@@ -2,19 +2,18 @@
 
 Theory of operation
 -------------------
-`Daemon.start` replays the journal into a fresh `Engine` (and the observation queue), cuts a torn
-journal tail, opens the audit log (repairing a torn line) and is then ready to serve. `serve` runs
-the background tasks and hands the listener to `bouncerd/server/serving.py`, which accepts; each
-connection is a `bouncerd.server.connection.Connection`, which frames, orders and dispatches
-requests through `Daemon.handlers` (op name -> handler, one entry per row of `wire.OP_TABLE` but
-hello, checked at construction by `check_handler_table`) to
-the op methods here, in `bouncerd/server/approvals.py` and in `bouncerd/server/hooks.py`. Each gets
-the collaborators it uses, never the daemon. The op methods are synchronous: they ask the core for
-the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events with one write, audit,
-and return the reply. Every verdict is made in `bouncerd/core`; this module is plumbing.
-
-The journal and the audit log, their replay at start and the journal's compaction, are
-`bouncerd/server/ledger.py`.
+`Daemon.start` commits the policy, has the `Ledger` (bouncerd/server/ledger.py: the journal and the
+audit log) replay the journal into a fresh `Engine` and the observation queue, cutting a torn tail
+and repairing a torn audit line, and is then ready to serve. `serve` runs the background tasks and
+hands the listener to `bouncerd/server/serving.py`, which accepts; each connection is a
+`bouncerd.server.connection.Connection`, which frames, orders and dispatches requests through
+`Daemon.handlers` (op name -> handler, one entry per row of `wire.OP_TABLE` but hello, checked at
+construction by `check_handler_table`) to the op methods here, in `bouncerd/server/approvals.py`
+and in `bouncerd/server/hooks.py`. Each gets the collaborators it uses, never the daemon. The op
+methods are synchronous: they ask the core for the decision (`bouncerd.core.decision.Decider`,
+`Engine`); a decision leaves through the one `bouncerd.server.verdicts.VerdictPath` (its events
+journaled in one write, its audit records, the verdict's record, the reply); other ops journal and
+audit through the ledger. Every verdict is made in `bouncerd/core`; this module is plumbing.
 
 Sessions end (`sweep`, every `sessions.sweep_interval`): one whose last shim left the grace period
 ago is archived (bouncerd/server/sessions.py): the engine drops what lasts a session, its taint stays
