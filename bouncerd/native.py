@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-SCANNER: Final = ("fold", "shapes", "tokens", "uts46", "url", "said", "taint_index", "taint")
+SCANNER: Final = ("fold", "shapes", "tokens", "uts46", "url", "urlquirks", "said", "taint_index", "taint")
 # Hand-written C extensions built beside them (bouncerd/core/NAME.c), each the pure scanner's own
 # fallback when absent: loaded only together with the compiled modules, under the same stamp.
 ACCELERATORS: Final = ("_scan",)
