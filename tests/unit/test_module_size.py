@@ -17,7 +17,6 @@ MAX_MODULE_LINES = 600
 NOT_SPLIT_YET = frozenset(
     {
         "bouncerd/core/sinkgate.py",
-        "bouncerd/core/taint.py",
         "bouncerd/core/tokens.py",
         "bouncerd/core/fold.py",
         "shim/bouncer_shim/relay.py",
