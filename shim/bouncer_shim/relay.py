@@ -168,6 +168,17 @@ class Relay(ServerSide):
         return self._sync.awaiting_acks
 
     @property
+    def awaiting_verdict(self) -> bool:
+        """Whether a verdict has been requested and not answered yet (the pump polls for it)."""
+        return self._sync.awaiting_verdict
+
+    @property
+    def wake_for_daemon(self) -> bool:
+        """Whether the pump should wake for bouncerd's next reply (`LinkSync.wake_for_replies`);
+        always while an output is released only once bouncerd acknowledges it."""
+        return not self._outbox.release_on_write or self._sync.wake_for_replies
+
+    @property
     def modern(self) -> bool:  # the 2026-07-28 era: per-request envelopes, no server requests
         return self._profile.modern
 
