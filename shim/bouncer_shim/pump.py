@@ -75,8 +75,8 @@ DAEMON_ACK_TIMEOUT_SECONDS: Final = 10.0
 # is not watched: replies are read before anything else the pump wakes for, and after this long at most.
 QUIET_READ_SECONDS: Final = 0.005
 
-# Before it sleeps, the shim polls this long for the next event (`Pump._select`). Overridable for
-# benchmarks with BOUNCER_SHIM_SPIN_US (0: never poll).
+# While a verdict is awaited, the shim polls this long before it sleeps (`Pump._select`). Overridable
+# for benchmarks with BOUNCER_SHIM_SPIN_US (0: never poll).
 SPIN_SECONDS: Final = 0.0005
 
 
