@@ -132,10 +132,11 @@ class LinkSync:
     @property
     def wake_for_replies(self) -> bool:
         """Whether the pump should wake for the daemon's next reply: unless every request in flight
-        is an acknowledgement nothing waits on (`_QUIET_OPS`) or a parked ``fastpath`` request. Then
-        the pump reads the replies when it next wakes for something else, before it handles it."""
+        is an acknowledgement nothing waits on (`_QUIET_OPS`) or a parked ``fastpath`` request, and
+        no resync is under way (calls wait for it). Then the pump reads the replies when it next
+        wakes for something else, before it handles it."""
         quiet = self._quiet
-        return quiet == 0 or len(self._pending) - quiet - self._parked > 0
+        return quiet == 0 or self._sync_left > 0 or len(self._pending) - quiet - self._parked > 0
 
     def request(self, op: str, target: object, fields: Mapping[str, Any], *, sync: bool = False) -> bool:
         """Send op `op`; its reply's entry carries `target`. False if msgpack cannot carry it."""

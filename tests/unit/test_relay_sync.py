@@ -169,6 +169,13 @@ def test_the_pump_wakes_for_every_reply_but_acknowledgements_nothing_waits_on() 
     link.lost()
     assert link.wake_for_replies
     assert link.replied(fastpath["id"]) is None
+    actions.clear()  # the observation sent before the loss
+    link.connected(None)  # a resync: replayed records and outputs are what calls wait for
+    assert link.request("forwarded", "record", record, sync=True)
+    assert link.request("observe", "out", OBSERVE, sync=True)
+    hello, *_ = sent(actions)
+    assert link.replied(hello["id"]) is not None and not link.sync_replied()
+    assert link.wake_for_replies and link.state is LinkState.SYNCING
 
 
 def test_each_reply_answers_its_own_request_once_in_any_order() -> None:
