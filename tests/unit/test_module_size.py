@@ -19,7 +19,6 @@ NOT_SPLIT_YET = frozenset(
         "bouncerd/core/sinkgate.py",
         "bouncerd/core/tokens.py",
         "bouncerd/core/fold.py",
-        "shim/bouncer_shim/relay.py",
     }
 )
 
