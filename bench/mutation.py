@@ -399,6 +399,14 @@ MUTANTS: tuple[Mutant, ...] = (
         first=("tests/unit/test_consequential_gate.py",),
     ),
     Mutant(
+        "consequence.carried_destination",
+        f"{CORE}/carried.py",
+        "if planted(hit):",
+        "if False:",
+        "a message to a trusted colleague carries the injection's phishing link",
+        first=("tests/unit/test_consequential_carried.py",),
+    ),
+    Mutant(
         "consequence.budget",
         f"{CORE}/consequence.py",
         'if kind == "destroy" and rule.max_calls is None and attempts > DEFAULT_DESTROY_BUDGET:',

@@ -368,6 +368,15 @@ _TABLE = (
         "a download or copy that plants an SSH key, a start-up script or an autostart entry",
     ),
     _row(
+        "consequence.carried_destination",
+        ASK,
+        "a send the sink gate let through whose body, subject or other non-recipient argument carries a "
+        "link or address that first appeared in untrusted free text, not typed by you nor in a source "
+        "your prompt named",
+        _CONSEQUENCE,
+        "phishing through your own account: an injection has the agent send a trusted colleague its link",
+    ),
+    _row(
         "consequence.budget",
         ASK,
         "a destroying tool with no `max_calls` called more often this session than the default budget",
