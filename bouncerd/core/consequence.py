@@ -161,6 +161,11 @@ def _trusted(dest: sinkgate.Destination, trust: sinkgate.Trust) -> bool:
     return any(k in trust.destinations for k in canon.keys(dest.value, exact=True))
 
 
+def trusted_value(dest: sinkgate.Destination, trust: sinkgate.Trust) -> bool:
+    """Whether the user typed (or approved) this argument value, judged by position for a short one."""
+    return _trusted(dest, trust)
+
+
 def _judged(rule: ToolRule, arguments: Mapping[str, Any]) -> Iterable[sinkgate.Destination]:
     """The argument values a consequential call is judged by: a send's sink parameters (its payee),
     or every value of any other call."""

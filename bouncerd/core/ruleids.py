@@ -377,6 +377,22 @@ _TABLE = (
         "phishing through your own account: an injection has the agent send a trusted colleague its link",
     ),
     _row(
+        "consequence.readable_code",
+        ASK,
+        "a verify or confirm call typing a one-time code you did not type, with no call on that server "
+        "this session that the gate judged, let through and that waits for it",
+        _CONSEQUENCE,
+        "an account takeover or purchase confirmed with the code mailed to an inbox the agent reads",
+    ),
+    _row(
+        "consequence.confirmed_code",
+        ALLOW,
+        "a verify or confirm call whose one-time code confirms the call on that server this session "
+        "that the gate judged and let through (its other arguments judged as usual)",
+        _CONSEQUENCE,
+        "—",
+    ),
+    _row(
         "consequence.budget",
         ASK,
         "a destroying tool with no `max_calls` called more often this session than the default budget",
