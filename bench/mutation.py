@@ -407,6 +407,22 @@ MUTANTS: tuple[Mutant, ...] = (
         first=("tests/unit/test_consequential_carried.py",),
     ),
     Mutant(
+        "consequence.readable_code",
+        f"{CORE}/onetimecode.py",
+        "if pending is not None:",
+        "if True:",
+        "a code read from the inbox confirms an act nobody judged",
+        first=("tests/unit/test_consequential_codes.py",),
+    ),
+    Mutant(
+        "consequence.confirmed_code",
+        f"{CORE}/engine.py",
+        "pending=self.codes.latest(call.session, call.server.name),",
+        "pending=None,",
+        "a code the service mailed for the purchase the user asked for is asked about",
+        first=("tests/unit/test_consequential_codes.py",),
+    ),
+    Mutant(
         "consequence.budget",
         f"{CORE}/consequence.py",
         'if kind == "destroy" and rule.max_calls is None and attempts > DEFAULT_DESTROY_BUDGET:',
