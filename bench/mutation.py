@@ -416,8 +416,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "consequence.confirmed_code",
-        f"{CORE}/engine.py",
-        "pending=self.codes.latest(call.session, call.server.name),",
+        f"{CORE}/gates.py",
+        "pending=view.codes.latest(call.session, call.server.name),",
         "pending=None,",
         "a code the service mailed for the purchase the user asked for is asked about",
         first=("tests/unit/test_consequential_codes.py",),
