@@ -211,6 +211,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "allowed_path_prefixes is never checked",
     ),
     Mutant(
+        "constraint.landing_path",
+        f"{CORE}/constraints.py",
+        "if where in listed:",
+        "if True:",
+        "only the listed write_params are confined",
+        first=("tests/unit/test_consequential_landing.py",),
+    ),
+    Mutant(
         "constraint.pattern",
         f"{CORE}/constraints.py",
         "if _compiled(pattern).fullmatch(subject) is None:",

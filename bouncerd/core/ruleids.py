@@ -172,6 +172,15 @@ _TABLE = (
         "writes outside the allowed directory (`..`, symlinks, `~`, relative paths)",
     ),
     _row(
+        "constraint.landing_path",
+        DENY,
+        "an argument whose name says where the call writes (a download's target directory, a copy's "
+        "destination, an extraction path) is outside `allowed_path_prefixes`, or cannot be judged, "
+        "though `write_params` does not list it",
+        _CONSTRAINT,
+        "a download or an archive extracted into `~/.ssh` through a parameter the policy did not list",
+    ),
+    _row(
         "constraint.pattern",
         DENY,
         "an `arg_patterns` regex does not fully match its parameter, or the parameter is missing",
