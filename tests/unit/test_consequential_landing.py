@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import constraints
+from bouncerd.core import constraints, fallback
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import load_policy, merge
@@ -131,3 +131,26 @@ def test_without_a_stated_confinement_nothing_changes() -> None:
     eng.tools_listed(SRV, [{"name": "download_file"}], now=0.0)
     v = _call(eng, "download_file", {"url": "https://cdn.example/x", "target_dir": "/srv/data"})
     assert v.rule != "constraint.landing_path", v.reason
+
+
+def _schema(**props: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": props}
+
+
+def test_the_fallback_infers_landing_parameters_by_name_and_schema() -> None:
+    """A tool no pack knows: its `target_dir`, `extract_to` or a parameter whose schema says it is a
+    path become write_params of a tool that does not read; a reading tool's never do, nor does an id
+    (`destinationFolderId` names a folder, it is not a path)."""
+    text = {"type": "string"}
+    assert fallback.classify("download_file", _schema(url=text, target_dir=text)).entry.write_params == (
+        "target_dir",
+    )
+    where = {"type": "string", "format": "path"}
+    assert fallback.classify("unpack_archive", _schema(archive=text, where=where)).entry.write_params == (
+        "where",
+    )
+    assert fallback.classify("search_files", _schema(output_path=text)).entry.write_params is None
+    assert (
+        fallback.classify("moveItem", _schema(itemId=text, destinationFolderId=text)).entry.write_params
+        is None
+    )
