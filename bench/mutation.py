@@ -431,6 +431,14 @@ MUTANTS: tuple[Mutant, ...] = (
         first=("tests/unit/test_consequential_codes.py",),
     ),
     Mutant(
+        "consequence.acting_fetch",
+        f"{CORE}/fetchacts.py",
+        "if not acting:",
+        "if True:",
+        "a fetch that submits the planted page's form passes as a read",
+        first=("tests/unit/test_consequential_fetch_acts.py",),
+    ),
+    Mutant(
         "consequence.budget",
         f"{CORE}/consequence.py",
         'if kind == "destroy" and rule.max_calls is None and attempts > DEFAULT_DESTROY_BUDGET:',

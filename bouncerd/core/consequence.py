@@ -29,6 +29,9 @@ destinations, this reads them as values. Verdicts:
 - a destroying tool with no ``max_calls`` past `DEFAULT_DESTROY_BUDGET` attempts in the session: asked
   (``consequence.budget``); a ``max_calls`` in policy replaces the default.
 
+A fetch that also acts (saves into a key place, submits, clicks, runs the page's script) is judged
+for that act (`fetchacts`); one that only reads stays allowed.
+
 A send the sink gate let through is also judged for what it carries (`carried`): a link in its body
 that first appeared in untrusted free text the user never pointed to is asked
 (``consequence.carried_destination``): the injection's phishing sent from the user's own account.
@@ -50,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import pairwise
 from typing import Any, Final
 
-from bouncerd.core import canon, carried, fallback, fallback_words, said, sinkgate, typed
+from bouncerd.core import canon, carried, fallback, fallback_words, fetchacts, said, sinkgate, typed
 from bouncerd.core.model import Provenance, Verdict
 from bouncerd.core.rules import Consequence, ToolRule
 from bouncerd.core.taint import Hit
@@ -190,7 +193,9 @@ def judge(
     A send is also judged for what it carries (`carried`): a link planted in free text, passed on."""
     kind = of(rule)
     if kind is None:
-        return carried.verdict(tool, rule, arguments, trust=trust, key_hit=key_hit)
+        return carried.verdict(tool, rule, arguments, trust=trust, key_hit=key_hit) or fetchacts.verdict(
+            tool, rule, arguments, trust=trust, lookup=lookup, key_place=key_place
+        )
     what = f"{tool} is a consequential call ({kind})"
     values = list(_judged(rule, arguments))
     secret_params = [

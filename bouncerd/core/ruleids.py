@@ -402,6 +402,14 @@ _TABLE = (
         "—",
     ),
     _row(
+        "consequence.acting_fetch",
+        ASK,
+        "a fetch whose arguments make it act on the page (submit, click, press, run its script, follow "
+        "its form or action) at a URL you did not type, approve or allowlist",
+        _CONSEQUENCE,
+        "a planted link whose page submits a purchase or a form with your session",
+    ),
+    _row(
         "consequence.budget",
         ASK,
         "a destroying tool with no `max_calls` called more often this session than the default budget",
