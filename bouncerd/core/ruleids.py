@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+from bouncerd.core.ruleids_consequence import ROWS as CONSEQUENCES
+
 Kind = Literal["allow", "ask", "deny", "event"]  # "event": an audit record with verdict null
 
 FAMILIES: Mapping[str, str] = MappingProxyType(
@@ -345,77 +347,7 @@ _TABLE = (
         _AGENCY,
         "—",
     ),
-    _row(
-        "consequence.dictated_secret",
-        DENY,
-        "a credential call (password, token, key) whose secret first appeared in untrusted free text",
-        _CONSEQUENCE,
-        "an account takeover: the password an injected mail dictates",
-    ),
-    _row(
-        "consequence.unvouched_secret",
-        ASK,
-        "a credential call whose secret you did not type in this session and no output said",
-        _CONSEQUENCE,
-        "a credential changed to a value the agent chose",
-    ),
-    _row(
-        "consequence.untrusted_value",
-        ASK,
-        "a destroying, paying, booking or membership call with an argument value seen in untrusted free "
-        "text (quoted, after an id word, a capitalised name, a code-like word) or in a source your prompt "
-        "named, and not typed by you",
-        _CONSEQUENCE,
-        "deleting the file an injection names, booking the hotel a planted review recommends",
-    ),
-    _row(
-        "consequence.key_path",
-        ASK,
-        "a call that does not only read names a path into a place that runs or authenticates as you "
-        "(`~/.ssh`, a shell start-up file, an autostart entry, a git hook), in any argument",
-        _CONSEQUENCE,
-        "a download or copy that plants an SSH key, a start-up script or an autostart entry",
-    ),
-    _row(
-        "consequence.carried_destination",
-        ASK,
-        "a send the sink gate let through whose body, subject or other non-recipient argument carries a "
-        "link or address that first appeared in untrusted free text, not typed by you nor in a source "
-        "your prompt named",
-        _CONSEQUENCE,
-        "phishing through your own account: an injection has the agent send a trusted colleague its link",
-    ),
-    _row(
-        "consequence.readable_code",
-        ASK,
-        "a verify or confirm call typing a one-time code you did not type, with no call on that server "
-        "this session that the gate judged, let through and that waits for it",
-        _CONSEQUENCE,
-        "an account takeover or purchase confirmed with the code mailed to an inbox the agent reads",
-    ),
-    _row(
-        "consequence.confirmed_code",
-        ALLOW,
-        "a verify or confirm call whose one-time code confirms the call on that server this session "
-        "that the gate judged and let through (its other arguments judged as usual)",
-        _CONSEQUENCE,
-        "—",
-    ),
-    _row(
-        "consequence.acting_fetch",
-        ASK,
-        "a fetch whose arguments make it act on the page (submit, click, press, run its script, follow "
-        "its form or action) at a URL you did not type, approve or allowlist",
-        _CONSEQUENCE,
-        "a planted link whose page submits a purchase or a form with your session",
-    ),
-    _row(
-        "consequence.budget",
-        ASK,
-        "a destroying tool with no `max_calls` called more often this session than the default budget",
-        _CONSEQUENCE,
-        "mass deletion by a fooled agent",
-    ),
+    *(_row(rule_id, kinds, meaning, _CONSEQUENCE, stops) for rule_id, kinds, meaning, stops in CONSEQUENCES),
     _row(
         "default.tainted_argument",
         ASK,
