@@ -35,6 +35,7 @@ pytestmark = pytest.mark.e2e
 
 # No policy entries for the shop: what is consequential is read from the tool names (the fallback).
 POLICY = "version: 1\n"
+AUDIT_WAIT = 10.0  # bounds the wait for a verdict's audit record on a loaded machine (never a timing check)
 SCENARIO_TIMEOUT = 30.0  # a shim and the fixture start in about a second: this turns a hang into a failure
 
 
@@ -68,9 +69,19 @@ class Shop:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> tuple[str, str, str, bool, Any]:
         """(verdict, rule, reason, reached the server, result) of one call."""
-        before = len(self.served())
+        before, audited = len(self.served()), len(self._verdicts(tool, arguments))
         result = await self.probe.client.call_tool(tool, arguments)
-        records = [
+        with anyio.fail_after(AUDIT_WAIT):  # the audit record may land just after the reply
+            while len(records := self._verdicts(tool, arguments)) == audited:
+                await anyio.sleep(0.02)
+        last = records[-1]
+        reached = any(r["tool"] == tool and r["arguments"] == arguments for r in self.served()[before:])
+        if last["verdict"] == "allow":
+            assert blocked_text(result) is None
+        return last["verdict"], last["rule"], last.get("reason", ""), reached, result
+
+    def _verdicts(self, tool: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
             r
             for r in audit_records(self.daemon.home)
             if r.get("session") == self.session
@@ -78,11 +89,6 @@ class Shop:
             and r.get("arguments") == arguments
             and r.get("verdict") in ("allow", "ask", "deny")
         ]
-        last = records[-1]
-        reached = any(r["tool"] == tool and r["arguments"] == arguments for r in self.served()[before:])
-        if last["verdict"] == "allow":
-            assert blocked_text(result) is None
-        return last["verdict"], last["rule"], last.get("reason", ""), reached, result
 
     async def inbox_code(self) -> str:
         verdict, _rule, _reason, reached, result = await self.call("read_inbox", {})
