@@ -6,6 +6,7 @@ Pure readings the engine's backstops and the prompt hook share (`Engine._check_p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -58,6 +59,11 @@ def carries_destinations(tool: str) -> bool:
     return False
 
 
+# A `code` that is one short run of letters and digits with a digit (`482913`, `A7-K2QX`) is a one-time
+# code, not a program: a lone word with no dot, slash or colon runs nothing that reaches anywhere.
+LONE_CODE = re.compile(r"(?=[A-Za-z0-9-]*[0-9])[A-Za-z0-9-]{1,16}")
+
+
 def names_a_program(name: str) -> bool:
     """Whether an argument of this name holds a program (one of its words is in `PROGRAM_WORDS`)."""
     return bool(PROGRAM_WORDS.intersection(fallback.words(name)))
@@ -73,7 +79,7 @@ def program_arguments(arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
             continue
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             value = " ".join(value)
-        if isinstance(value, str) and value.strip():
+        if isinstance(value, str) and value.strip() and not LONE_CODE.fullmatch(value.strip()):
             out.append((str(name), value))
     return out
 

@@ -29,6 +29,13 @@ destinations, this reads them as values. Verdicts:
 - a destroying tool with no ``max_calls`` past `DEFAULT_DESTROY_BUDGET` attempts in the session: asked
   (``consequence.budget``); a ``max_calls`` in policy replaces the default.
 
+A fetch that also acts (saves into a key place, submits, clicks, runs the page's script) is judged
+for that act (`fetchacts`); one that only reads stays allowed.
+
+A send the sink gate let through is also judged for what it carries (`carried`): a link in its body
+that first appeared in untrusted free text the user never pointed to is asked
+(``consequence.carried_destination``): the injection's phishing sent from the user's own account.
+
 Key places: a call that does not only read and names, in any argument, a path into a place that runs
 or authenticates as the user (``~/.ssh``, a shell start-up file, an autostart entry, a launch agent,
 a git hook, cloud and signing credentials: `KEY_PLACE`) is asked (``consequence.key_path``), whatever
@@ -46,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import pairwise
 from typing import Any, Final
 
-from bouncerd.core import canon, fallback, fallback_words, said, sinkgate, typed
+from bouncerd.core import canon, carried, fallback, fallback_words, fetchacts, said, sinkgate, typed
 from bouncerd.core.model import Provenance, Verdict
 from bouncerd.core.rules import Consequence, ToolRule
 from bouncerd.core.taint import Hit
@@ -157,6 +164,11 @@ def _trusted(dest: sinkgate.Destination, trust: sinkgate.Trust) -> bool:
     return any(k in trust.destinations for k in canon.keys(dest.value, exact=True))
 
 
+def trusted_value(dest: sinkgate.Destination, trust: sinkgate.Trust) -> bool:
+    """Whether the user typed (or approved) this argument value, judged by position for a short one."""
+    return _trusted(dest, trust)
+
+
 def _judged(rule: ToolRule, arguments: Mapping[str, Any]) -> Iterable[sinkgate.Destination]:
     """The argument values a consequential call is judged by: a send's sink parameters (its payee),
     or every value of any other call."""
@@ -177,10 +189,13 @@ def judge(
     lookup: Callable[[str], Hit | None],
     attempts: int,
 ) -> Verdict | None:
-    """The verdict on a consequential call (see the module docstring), or None when nothing objects."""
+    """The verdict on a consequential call (see the module docstring), or None when nothing objects.
+    A send is also judged for what it carries (`carried`): a link planted in free text, passed on."""
     kind = of(rule)
     if kind is None:
-        return None
+        return carried.verdict(tool, rule, arguments, trust=trust, key_hit=key_hit) or fetchacts.verdict(
+            tool, rule, arguments, trust=trust, lookup=lookup, key_place=key_place
+        )
     what = f"{tool} is a consequential call ({kind})"
     values = list(_judged(rule, arguments))
     secret_params = [
@@ -227,7 +242,7 @@ def judge(
             f"{what}: this is attempt {attempts} this session, past the default budget of "
             f"{DEFAULT_DESTROY_BUDGET} (set max_calls in policy to allow more)",
         )
-    return None
+    return carried.verdict(tool, rule, arguments, trust=trust, key_hit=key_hit)
 
 
 # Places whose files run or authenticate as the user: writing there is taking the account over.

@@ -24,6 +24,12 @@ violation too: the server would choose the location. Between the check and the w
 still be swapped in by someone who can write inside the prefix; that race is out of reach for a
 proxy, and documented.
 
+The confinement applies to every argument that names where bytes land, not only the listed ones:
+an argument whose name says so (`lands_bytes`: a download's `target_dir`, a copy's `destination`,
+an `extract_to`, an `output_path`) is judged the same way when present
+(``constraint.landing_path``), so a policy that lists `path` still confines the `target_dir` a
+server added later. A source (`src_path`) is read, not written, and is not confined.
+
 Patterns (`check_patterns`): each `arg_patterns` regex must *fully* match its parameter. A missing
 parameter is a violation (fail closed: the pattern was written to constrain it). A list is checked
 item by item. Booleans, numbers and null are matched against their JSON spelling (`true`, `3`,
@@ -193,6 +199,7 @@ def check_paths(rule: ToolRule, arguments: Mapping[str, Any], resolve: Resolve) 
             prefixes.append((lexical, collapse(resolve(lexical))))
         except (OSError, ValueError):
             prefixes.append((lexical, lexical))
+    listed: set[str] = set()
     for param in rule.write_params:
         found = find_values(arguments, param)
         if not found:
@@ -202,11 +209,74 @@ def check_paths(rule: ToolRule, arguments: Mapping[str, Any], resolve: Resolve) 
                 f"write parameter {param!r} is missing; the server would choose where to write",
             )
         for where, value in found:
+            listed.add(where)
             for item_where, item in _path_values(where, value):
                 violation = _check_one(item_where, item, prefixes, resolve)
                 if violation is not None:
                     return violation
+    for where, value in landing_values(arguments):
+        if where in listed:
+            continue
+        for item_where, item in _path_values(where, value):
+            violation = _check_one(item_where, item, prefixes, resolve)
+            if violation is not None:
+                reason = f"{violation.reason} (it names where the call writes, by its name)"
+                return Violation("constraint.landing_path", violation.parameter, reason)
     return None
+
+
+# ---- where bytes land, by name ----------------------------------------------------------------------
+
+
+def _set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Words of an argument name that say the call writes there, whatever else it is called: a download's
+# target directory, a copy's or move's destination, an extraction path, an output file.
+LANDING_WORDS = _set(
+    "destination destinations dest output outputs outdir outfile outpath save saveto saveas download "
+    "downloads extract extraction unzip unpack"
+)
+# Words that say so only beside a word of place (`target_dir`, `to_path`, `into_folder`): a bare
+# `target` may name a deploy environment, a bare `to` a recipient.
+LANDING_IF_PLACE = _set("target to into out")
+PLACE_WORDS = _set("path paths dir dirs directory directories folder folders file filename location")
+MAX_LANDING_DEPTH = 4  # nested objects read for landing arguments: a call's arguments are shallow
+
+
+def _name_words(name: str) -> set[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return {w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w}
+
+
+def lands_bytes(name: str) -> bool:
+    """Whether an argument's name says the call writes where it points (`target_dir`, `destination`,
+    `extract_to`, `output_path`); a source (`src_path`) does not."""
+    parts = _name_words(name)
+    if "source" in parts or "src" in parts or "from" in parts:
+        return False
+    return bool(LANDING_WORDS & parts) or bool(LANDING_IF_PLACE & parts and PLACE_WORDS & parts)
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+
+
+def landing_values(arguments: Mapping[str, Any], here: str = "", depth: int = 0) -> list[tuple[str, Any]]:
+    """(path, value) of every argument whose name says bytes land there (`lands_bytes`), nested ones
+    too; only strings and lists of strings (a flag like `save: true` names no place)."""
+    out: list[tuple[str, Any]] = []
+    for name, value in arguments.items():
+        where = f"{here}.{name}" if here else str(name)
+        if isinstance(value, Mapping) and depth < MAX_LANDING_DEPTH:
+            out += landing_values(value, where, depth + 1)
+        elif lands_bytes(str(name)) and (
+            isinstance(value, str)
+            or (isinstance(value, list) and value and all(isinstance(v, str) for v in value))
+        ):
+            out.append((where, value))
+    return out
 
 
 # ---- patterns -----------------------------------------------------------------------------------

@@ -26,10 +26,12 @@ from bouncerd.core import (
     builtin_tools,
     callnotes,
     canon,
+    consequence,
     fallback,
     fallback_words,
     gates,
     managed,
+    onetimecode,
     pins,
     restricted,
     said,
@@ -304,10 +306,21 @@ class Engine(Store):
             # A call that does not only read changes what it names: an object made for a trusted
             # destination is no longer known to go there (sending it uses it up too).
             self.notes.touched(call.session, call.server.name, call.arguments)
+        if verdict.verdict == "allow" and rule is not None and call.kind == "tool":
+            self._note_act(call, rule)
         named = None if sends else self._named_argument(call)  # a send's reply is no source the user chose
         if sent_to or named is not None or made_for:
             note = callnotes.CallNote(frozenset(sent_to), named, made_for, verdict.reason)
             self.notes.note(call.session, call.server.name, call.request_id, note)
+
+    def _note_act(self, call: ToolCall, rule: ToolRule) -> None:
+        """A confirming call let through uses up the act it confirmed; a consequential call or a send
+        let through is an act a one-time code may confirm next (`onetimecode`)."""
+        if onetimecode.confirms(call.tool) and onetimecode.code_parameters(call.arguments):
+            self.codes.confirmed(call.session, call.server.name)
+        elif consequence.of(rule) is not None or (rule.exfiltrating and rule.sink_kind != "fetch"):
+            act = onetimecode.Act(call.tool, consequence.of(rule) or "send")
+            self.codes.made(call.session, call.server.name, act)
 
     def read_made(self, session: str, server: str, request_id: object, payload: bytes) -> None:
         """The output of a call (the daemon passes every one): the ids a creating call for trusted

@@ -76,6 +76,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bouncerd.core.constraints import lands_bytes
 from bouncerd.core.fallback_words import (
     ADDING_VERBS,
     CONTENT_SUFFIXES,
@@ -96,6 +97,7 @@ from bouncerd.core.fallback_words import (
     NEGATIONS,
     NET_WORDS,
     NON_TEXT_TYPES,
+    PATH_FORMATS,
     PATH_WORDS,
     PERSON_WORDS,
     PLACE_WORDS,
@@ -304,7 +306,9 @@ def _path_params(input_schema: Mapping[str, Any] | None, verb: str | None) -> li
         if not parts or "id" in parts or "ids" in parts:
             continue
         pathlike = bool(PATH_WORDS & set(parts)) or parts[-1].endswith("path")
-        if pathlike or (verb in MOVE_VERBS and MOVE_PARAMS & set(parts)):
+        # where bytes land by name (`target_dir`, `extract_to`) or by a path format in the schema
+        lands = lands_bytes(name) or (isinstance(sub, Mapping) and sub.get("format") in PATH_FORMATS)
+        if pathlike or lands or (verb in MOVE_VERBS and MOVE_PARAMS & set(parts)):
             out.append(name)
     return out
 

@@ -196,6 +196,8 @@ STORE_WORDS = _set("bucket buckets remote remotes")
 DEST_FORMATS = _set("email idn-email uri uri-reference iri iri-reference hostname idn-hostname ipv4 ipv6")
 URL_FORMATS = _set("uri uri-reference iri iri-reference")
 HOST_FORMATS = _set("hostname idn-hostname ipv4 ipv6")
+# Formats some servers give a parameter that is a file-system path (not JSON Schema's own list).
+PATH_FORMATS = _set("path file-path filepath dir-path dirpath directory")
 NON_TEXT_TYPES = frozenset({"boolean", "number", "integer", "null"})
 # `pattern`s that only match a URL, or a dotted host name (a TLD-like `{2,}` or repeated labels).
 URL_PATTERN = re.compile(r"(?:https?|wss?|s3|gs|ftp|sftp|ssh|git)\??:|://")

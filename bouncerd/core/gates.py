@@ -29,6 +29,7 @@ from bouncerd.core import (
     consequence,
     constraints,
     fallback,
+    onetimecode,
     restricted,
     sinkgate,
     tokens,
@@ -47,6 +48,12 @@ class MadeObjects(Protocol):
     ) -> tuple[str, callnotes.MadeObject] | None: ...
 
 
+class PendingActs(Protocol):
+    """What a confirming call reads of the acts let through before it (`onetimecode.Pending`)."""
+
+    def latest(self, session: str, server: str) -> onetimecode.Act | None: ...
+
+
 class GateView(Protocol):
     """What a gate reads of the engine (`engine.Engine` is one): nothing here changes a journalled state."""
 
@@ -60,6 +67,8 @@ class GateView(Protocol):
     def blind(self) -> Collection[str]: ...
     @property
     def notes(self) -> MadeObjects: ...
+    @property
+    def codes(self) -> PendingActs: ...
 
     def scope_key(self, session: str, server: str) -> str: ...
     def index(self, scope: str) -> TaintView: ...
@@ -177,6 +186,17 @@ def check_consequence(
     if sink is not None and (sink.verdict != "allow" or sink.rule == "approval.once"):
         return sink  # refused, or a person approved this exact call: one question is enough
     index = view.index(view.scope_key(call.session, call.server.name))
+    trust = view.trust(call, rule)
+    code, codes = onetimecode.judge(
+        call.tool,
+        call.arguments,
+        pending=view.codes.latest(call.session, call.server.name),
+        typed_by_user=lambda d: consequence.trusted_value(d, trust),
+        key_hit=index.key_hit,
+        lookup=index.lookup,
+    )
+    if code is not None:
+        return grants.use_once(call, code, now)
     programs = {name for name, _ in argshapes.program_arguments(call.arguments)}  # the shell reader's
     keyed = consequence.key_path_verdict(
         call.tool, {k: v for k, v in call.arguments.items() if k not in programs}
@@ -184,12 +204,21 @@ def check_consequence(
     verdict = (keyed if argshapes.carries_destinations(call.tool) else None) or consequence.judge(
         call.tool,
         rule,
-        call.arguments,
-        trust=view.trust(call, rule),
+        {k: v for k, v in call.arguments.items() if k not in codes},  # a code confirms its act
+        trust=trust,
         key_hit=index.key_hit,
         lookup=index.lookup,
         attempts=view.attempts_of(call),
     )
+    if verdict is None and sink is None and codes:  # its code confirms the act judged before it
+        others = {k: v for k, v in call.arguments.items() if k not in codes}
+        rest = dataclasses.replace(call, arguments=others)
+        act = view.codes.latest(call.session, call.server.name)
+        return (
+            check_programs(view, rest, rule, grants, now)
+            or check_carried(view, rest, rule, grants, now)
+            or onetimecode.confirmed(call.tool, act)
+        )
     return sink if verdict is None else grants.use_once(call, verdict, now)
 
 
@@ -359,7 +388,10 @@ GATES: Final[tuple[Gate, ...]] = (
         # directory named by any call that does not only read (`check_consequence`).
         "sinks and consequences",
         lambda rule, tool, names: (
-            rule.exfiltrating or consequence.of(rule) is not None or argshapes.carries_destinations(tool)
+            rule.exfiltrating
+            or consequence.of(rule) is not None
+            or argshapes.carries_destinations(tool)
+            or onetimecode.confirms(tool)
         ),
         check_consequence,
     ),

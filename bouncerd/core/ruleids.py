@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+from bouncerd.core.ruleids_consequence import ROWS as CONSEQUENCES
+
 Kind = Literal["allow", "ask", "deny", "event"]  # "event": an audit record with verdict null
 
 FAMILIES: Mapping[str, str] = MappingProxyType(
@@ -170,6 +172,15 @@ _TABLE = (
         "a `write_params` value is outside `allowed_path_prefixes`, or cannot be judged",
         _CONSTRAINT,
         "writes outside the allowed directory (`..`, symlinks, `~`, relative paths)",
+    ),
+    _row(
+        "constraint.landing_path",
+        DENY,
+        "an argument whose name says where the call writes (a download's target directory, a copy's "
+        "destination, an extraction path) is outside `allowed_path_prefixes`, or cannot be judged, "
+        "though `write_params` does not list it",
+        _CONSTRAINT,
+        "a download or an archive extracted into `~/.ssh` through a parameter the policy did not list",
     ),
     _row(
         "constraint.pattern",
@@ -336,44 +347,7 @@ _TABLE = (
         _AGENCY,
         "—",
     ),
-    _row(
-        "consequence.dictated_secret",
-        DENY,
-        "a credential call (password, token, key) whose secret first appeared in untrusted free text",
-        _CONSEQUENCE,
-        "an account takeover: the password an injected mail dictates",
-    ),
-    _row(
-        "consequence.unvouched_secret",
-        ASK,
-        "a credential call whose secret you did not type in this session and no output said",
-        _CONSEQUENCE,
-        "a credential changed to a value the agent chose",
-    ),
-    _row(
-        "consequence.untrusted_value",
-        ASK,
-        "a destroying, paying, booking or membership call with an argument value seen in untrusted free "
-        "text (quoted, after an id word, a capitalised name, a code-like word) or in a source your prompt "
-        "named, and not typed by you",
-        _CONSEQUENCE,
-        "deleting the file an injection names, booking the hotel a planted review recommends",
-    ),
-    _row(
-        "consequence.key_path",
-        ASK,
-        "a call that does not only read names a path into a place that runs or authenticates as you "
-        "(`~/.ssh`, a shell start-up file, an autostart entry, a git hook), in any argument",
-        _CONSEQUENCE,
-        "a download or copy that plants an SSH key, a start-up script or an autostart entry",
-    ),
-    _row(
-        "consequence.budget",
-        ASK,
-        "a destroying tool with no `max_calls` called more often this session than the default budget",
-        _CONSEQUENCE,
-        "mass deletion by a fooled agent",
-    ),
+    *(_row(rule_id, kinds, meaning, _CONSEQUENCE, stops) for rule_id, kinds, meaning, stops in CONSEQUENCES),
     _row(
         "default.tainted_argument",
         ASK,

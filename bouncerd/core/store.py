@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol, TypeVar
 
 from bouncerd.core import approvals as ap
-from bouncerd.core import callnotes, pins, taint
+from bouncerd.core import callnotes, onetimecode, pins, taint
 from bouncerd.core.events import (
     ApprovalEvent,
     AttemptEvent,
@@ -72,6 +72,7 @@ class Store:
         self.approvals = ap.Approvals()
         self.blind: set[str] = set()  # taint scopes where an output could not be indexed
         self.notes = callnotes.CallNotes()  # recent calls, to read their outputs (not journalled)
+        self.codes = onetimecode.Pending()  # acts a one-time code may confirm (not journalled)
 
     # ---- events -------------------------------------------------------------------------------
 
@@ -187,6 +188,7 @@ def _session_ended(store: Store, ev: SessionEndedEvent) -> None:
     key = ev["session"]
     store.sessions.pop(key, None)
     store.notes.forget(key)
+    store.codes.forget(key)
     store.approvals.end_session(key)
     for scope in [s for s in store.taint if _scope_session(s) == key]:
         store._drop_if_spent(scope)
