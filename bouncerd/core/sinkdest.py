@@ -128,7 +128,46 @@ def destinations(
             found.extend(
                 d for d in leaves_under(value, path) if d.parameter not in declared and addressable(d.value)
             )
-    return found, False
+    return without_display_names(found), False
+
+
+# The keys of a recipient object that only label it for people: `{"email": "bob@x", "name": "Bob"}`.
+# `user_name`, `channel_name` or `account_name` are not among them: those name where it goes.
+_DISPLAY_NAME_KEYS = frozenset(
+    {("name",), ("display", "name"), ("full", "name"), ("first", "name"), ("last", "name"),
+     ("given", "name"), ("family", "name"), ("nick", "name"), ("nickname",), ("displayname",),
+     ("fullname",), ("label",)}
+)  # fmt: skip
+
+
+def without_display_names(found: list[Destination]) -> list[Destination]:
+    """`found` less the parts of recipient objects that only label them. A field name is not where
+    data goes when its value is one destination (`email` in `{"email": "bob@x"}`; an address used as a
+    key, `{"bob@x": "Bob"}`, stays). A display name (`to[0].name`, `recipient.displayName`) is not
+    either when a sibling in the same object holds one destination (an address, a phone, an IBAN),
+    which the server delivers to and which is judged. A name that is itself destination-shaped
+    (`"eve@evil.example"`, `"Bob <eve@evil.example>"`), or one with no such sibling, stays."""
+    one = {d.parameter: d.value for d in found if canon.canonicalize(d.value.strip()).kind != "text"}
+    objects_with_destination = {p.rpartition(".")[0] for p in one if "." in p}
+    labels = {
+        d.parameter
+        for d in found
+        if "." in d.parameter
+        and d.parameter.rpartition(".")[0] in objects_with_destination
+        and tuple(words(d.parameter.rpartition(".")[2])) in _DISPLAY_NAME_KEYS
+        and not destination_shaped(d.value)
+    }
+    out = []
+    for d in found:
+        field_name = d.parameter.removesuffix(" (key)") if d.parameter.endswith(" (key)") else None
+        if d.parameter in labels or (
+            field_name is not None
+            and (field_name in one or field_name in labels)
+            and not destination_shaped(d.value)
+        ):
+            continue
+        out.append(d)
+    return out
 
 
 # An undeclared parameter gated for its name holds an address, a name or a handle; a value longer than
