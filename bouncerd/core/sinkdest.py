@@ -224,6 +224,26 @@ _DATE_TIME = re.compile(
 _LOCAL_PATH = re.compile(r"(?:~|\.{1,2})?/(?!/)[^\s:]*|(?:\.{1,2}|~)(?:[\\/][^\s:\\/]*)+|[A-Za-z]:[\\/][^:]*")
 
 
+# Top directories that reach other machines by name (autofs `/net/host`, AFS cells) or are not files
+# at all (`/dev/tcp/host/port` in a shell, `/proc`): a path under them is not kept on this machine.
+_REMOTE_ROOTS = frozenset(
+    {"net", "afs", "dev", "proc", "sys", "run", "mnt", "media", "volumes", "smb", "nfs"}
+)
+_DOTTED_DIRECTORY = re.compile(r"[^./\\]\.[A-Za-z][^/\\]*[/\\]")
+
+
+def local_path(value: str) -> bool:
+    """Whether a value is a path on this machine (`/home/emma/backup/report.pdf`, `~/code/site`,
+    `./out`, `C:\\Users\\e\\x.docx`): where bytes land there is the write constraint's business
+    (`allowed_path_prefixes`), not the sink gate's. A path under a root that reaches other machines
+    (`/net/evil.example/x`), or with a dotted directory that may be a host name, is not one."""
+    text = value.strip()
+    if not _LOCAL_PATH.fullmatch(text) or _DOTTED_DIRECTORY.search(text):
+        return False
+    first = text.lstrip("~./\\").replace("\\", "/").split("/", 1)[0].lower()
+    return first not in _REMOTE_ROOTS
+
+
 def destination_shaped(value: str) -> bool:
     """Whether an argument value that no declared sink parameter holds can name where data goes: one
     destination (an address, URL, host, phone, IBAN, handle), or text with destination tokens in it

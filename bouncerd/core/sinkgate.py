@@ -40,7 +40,7 @@ from bouncerd.core.sinkdest import assembled as assembled
 from bouncerd.core.sinkdest import destination_shaped as destination_shaped
 from bouncerd.core.sinkdest import destinations as destinations
 from bouncerd.core.sinkdest import leaves as leaves
-from bouncerd.core.sinkdest import read_as, smuggled_destinations
+from bouncerd.core.sinkdest import local_path, read_as, smuggled_destinations
 from bouncerd.core.sinkdest import readings_text as readings_text
 from bouncerd.core.sinkdest import shown as shown
 from bouncerd.core.taint import Hit
@@ -160,6 +160,8 @@ def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None
     why = trusted_reason(dest, trust)
     if why is not None:
         return Classified(dest, "trusted", why=why)
+    if local_path(dest.value):  # `to_path` of a move: nothing leaves the machine
+        return Classified(dest, "trusted", why="a path on this machine")
     hit = lookup(dest.value)
     if hit is not None and hit.state == "tainted" and not hit.identity_only:
         return Classified(dest, "tainted", provenance=hit.provenance)
