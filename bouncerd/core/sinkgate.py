@@ -74,13 +74,30 @@ _SENDING_WORDS = frozenset(
 _CREATE_VERBS = frozenset({"create", "add", "new", "make", "insert"})
 
 
+# A resource-then-verb name (`calendar.events.insert`, `events.update`) has its verb last; more words
+# than this before it are a phrase, not a resource path.
+MAX_RESOURCE_WORDS = 3
+
+
+def _verb_and_object(tool: str) -> tuple[str, list[str]]:
+    """The verb of a tool's name and the words of what it acts on: the first word (`create_event`), or
+    the last of a short resource path whose first word is no verb of ours (`calendar.events.insert`)."""
+    parts = words(tool)
+    if not parts:
+        return "", []
+    known = _CREATE_VERBS | _EDIT_VERBS
+    if parts[0] not in known and len(parts) <= MAX_RESOURCE_WORDS and parts[-1] in known:
+        return parts[-1], parts[:-1]
+    return parts[0], parts[1:]
+
+
 def _creates_what_you_asked(tool: str, trust: Trust) -> str | None:
     """`creates the event you asked for` when the tool's name creates something the user's prompt named
     (a word of the tool's object, singular or plural, typed: "add an event to my calendar"), else None."""
-    parts = words(tool)
-    if not parts or parts[0] not in _CREATE_VERBS or _SENDING_WORDS.intersection(parts):
+    verb, nouns = _verb_and_object(tool)
+    if verb not in _CREATE_VERBS or _SENDING_WORDS.intersection(words(tool)):
         return None
-    for noun in parts[1:]:
+    for noun in nouns:
         for form in (noun, noun.removesuffix("s"), noun + "s"):
             key = typed.typed_key(form)
             if len(form) > 2 and key is not None and key in trust.destinations:
@@ -90,8 +107,7 @@ def _creates_what_you_asked(tool: str, trust: Trust) -> str | None:
 
 def edits_in_place(tool: str) -> bool:
     """Whether a tool's name says it changes an existing object and says nothing of sending."""
-    parts = words(tool)
-    return bool(parts) and parts[0] in _EDIT_VERBS and not _SENDING_WORDS.intersection(parts)
+    return _verb_and_object(tool)[0] in _EDIT_VERBS and not _SENDING_WORDS.intersection(words(tool))
 
 
 def _where(prov: Provenance | None) -> str:
