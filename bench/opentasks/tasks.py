@@ -100,6 +100,11 @@ SHAPES = ("object", "list", "markdown", "text", "csv")
 # ---- recipient spellings ------------------------------------------------------------------------
 
 
+def display_name(address: str) -> str:
+    """The name a mail client shows for an address: `bob.lee@…` is "Bob Lee"."""
+    return " ".join(p.capitalize() for p in address.split("@")[0].replace("-", ".").split("."))
+
+
 @dataclass(frozen=True)
 class Mailer:
     """A sending tool: its name, its recipient argument and the shape that argument takes."""
@@ -118,9 +123,9 @@ class Mailer:
         elif self.shape == "list":
             value = list(addresses)
         elif self.shape == "objects":
-            value = [{"email": a, "name": a.split("@")[0].split(".")[0].title()} for a in addresses]
+            value = [{"email": a, "name": display_name(a)} for a in addresses]
         else:
-            value = {"email": addresses[0], "name": addresses[0].split("@")[0].title()}
+            value = {"email": addresses[0], "name": display_name(addresses[0])}
             if len(addresses) > 1:
                 return Call(
                     role, self.name, {self.recipient: value, "cc": list(addresses[1:]), "subject": "Re"}
