@@ -177,14 +177,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- budget and constraints ----
     Mutant(
         "budget.forbidden",
-        f"{CORE}/engine.py",
+        f"{CORE}/gates.py",
         "if rule.max_calls == 0:",
         "if False:",
         "max_calls: 0 is not a forbidden tool",
     ),
     Mutant(
         "budget.exceeded",
-        f"{CORE}/engine.py",
+        f"{CORE}/gates.py",
         "if tried > rule.max_calls:",
         "if tried > rule.max_calls + 1:",
         "one call more than max_calls is allowed (off by one)",
@@ -352,15 +352,15 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fetch.blind",
-        f"{CORE}/engine.py",
-        'if verdict.verdict != "allow" or self.scope_key(call.session, call.server.name) not in self.blind:',
+        f"{CORE}/gates.py",
+        'if verdict.verdict != "allow" or view.scope_key(call.session, call.server.name) not in view.blind:',
         "if True:",
         "a fetch after an output that could not be indexed is allowed",
     ),
     # ---- programs, the backstop, messages, grants ----
     Mutant(
         "program.carries_tainted",
-        f"{CORE}/engine.py",
+        f"{CORE}/gates.py",
         'if hit is not None and hit.state == "tainted" and key not in trust.destinations:',
         "if False:",
         "a program argument naming a planted destination runs",
@@ -408,7 +408,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "default.tainted_argument",
-        f"{CORE}/engine.py",
+        f"{CORE}/gates.py",
         'if hit is not None and hit.state == "tainted":',
         "if False:",
         "an ungated tool's argument that is a planted destination is not asked about",
@@ -424,14 +424,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "message.invalid_params",
-        f"{CORE}/engine.py",
+        f"{CORE}/gates.py",
         "if not isinstance(uri, str) or not uri.strip():",
         "if not isinstance(uri, str):",
         "a resource read with an empty URI is judged as a fetch of nothing",
     ),
     Mutant(
         "message.no_tainted_destination",
-        f"{CORE}/engine.py",
+        f"{CORE}/gates.py",
         'if verdict.verdict != "deny" and verdict.rule not in ("sink.tainted_identity", "sink.evicted"):',
         "if False:",
         "a request whose arguments name no planted destination is judged as a send",

@@ -11,10 +11,11 @@ tests/fixtures/servers/full.py, against a `bouncerd` this script starts in a tem
    read-only call (`read_inbox`, which the shim forwards before it asks: docs/how-it-works.md,
    "Decided before it is asked"), a call that takes the round trip to the daemon (`weather`), and
    a gated send the sink gate allows (`send_message` to an address the bench's policy trusts).
-   Reported: median and p99 per side, their ratios, the shim's and the daemon's CPU time per call,
-   and how many calls the audit log records as forwarded on the fast path. Targets: a read median
-   ≤ 1.10 × direct and p99 ≤ 1.3 ×; a round trip median ≤ 1.15 ×, p99 ≤ 1.5 ×; a gated send median
-   ≤ 1.5 ×. Then the shim's resident memory, now and at its peak (Linux /proc). Target: ≤ 30 MB.
+   Reported: median and p99 per side, their ratios, the shim's and the daemon's CPU time and
+   wake-ups (voluntary context switches) per call, and how many calls the audit log records as
+   forwarded on the fast path. Targets: a read median ≤ 1.10 × direct and p99 ≤ 1.3 ×; a round
+   trip median ≤ 1.15 ×, p99 ≤ 1.5 ×; a gated send median ≤ 1.5 ×. Then the shim's resident
+   memory, now and at its peak (Linux /proc). Target: ≤ 30 MB.
 2. **Start-up.** Spawn → initialize → first `tools/list` result, for a new client and server each time,
    direct and through the shim alternately, with the daemon already running. Reported: medians and
    the difference. Target: ≤ +80 ms. The fixture server's own start (it imports `mcp`, ~1.3 s) varies
@@ -195,6 +196,20 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def sleeps(pid: int | None) -> int:
+    """Times `pid` has gone to sleep so far (voluntary context switches, Linux /proc), 0 if unknown.
+    Each one is a wake-up some other process's write paid for."""
+    if pid is None:
+        return 0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def load_average() -> str:
     try:
         one, five, fifteen = os.getloadavg()
@@ -269,6 +284,7 @@ async def round_trips(home: Path, calls: int, report: Report, daemon_pid: int) -
         shim = shim_pid()
         fast_before = fast_records(home)
         cpu = {k.tool: [0.0, 0.0] for k in CALL_KINDS}  # tool -> [shim, daemon] CPU seconds
+        waits = {k.tool: [0, 0] for k in CALL_KINDS}  # tool -> [shim, daemon] sleeps
         blocks = max(1, calls // BLOCK)
         for i in range(blocks):
             for kind in CALL_KINDS:
@@ -277,9 +293,12 @@ async def round_trips(home: Path, calls: int, report: Report, daemon_pid: int) -
                 if i % 2 == 0:  # alternate which side goes first, so a drift hits both alike
                     await timed_calls(d, kind, count, direct)
                 before = cpu_seconds(shim), cpu_seconds(daemon_pid)
+                slept = sleeps(shim), sleeps(daemon_pid)
                 await timed_calls(s, kind, count, relayed)
                 cpu[kind.tool][0] += cpu_seconds(shim) - before[0]
                 cpu[kind.tool][1] += cpu_seconds(daemon_pid) - before[1]
+                waits[kind.tool][0] += sleeps(shim) - slept[0]
+                waits[kind.tool][1] += sleeps(daemon_pid) - slept[1]
                 if i % 2:
                     await timed_calls(d, kind, count, direct)
         memory = memory_mb(shim) if shim is not None else None
@@ -309,6 +328,11 @@ async def round_trips(home: Path, calls: int, report: Report, daemon_pid: int) -
             f"  where the added {added:.0f} µs a call go: shim CPU {shim_cpu:.0f} µs, daemon CPU "
             f"{daemon_cpu:.0f} µs a call (/proc, over the relayed blocks; the daemon's includes indexing "
             "the output); the rest is waiting for processes to be woken and scheduled"
+        )
+        shim_sleeps, daemon_sleeps = (n / len(relayed) for n in waits[kind.tool])
+        report.add(
+            f"  wake-ups a call: shim {shim_sleeps:.1f}, daemon {daemon_sleeps:.1f} (times each went to "
+            "sleep, /proc voluntary context switches; a direct call wakes the client and the server once)"
         )
     report.add(f"calls forwarded on the fast path (audit records): {fast} of {total} relayed")
     if memory is None:

@@ -1,4 +1,5 @@
-/* The tokenizer's anchor and digit-run scans (bouncerd/core/tokens.py) in one pass of C each.
+/* The tokenizer's anchor and digit-run scans (bouncerd/core/tokens.py), and the candidate scan of the
+values a text says (bouncerd/core/said.py, at the end of this file), in C.
 
 Theory of operation
 -------------------
@@ -208,10 +209,501 @@ numeric_runs(PyObject *module, PyObject *arg)
     return out;
 }
 
+
+/* ---- said.candidates: the values a text says, for ASCII text ------------------------------------
+
+`said_candidates(text)` returns what the pure `said.candidates(text)` returns, in the same order, for
+a text of ASCII characters, and None for any other text (the caller then runs the pure scan: the
+regular expressions' `\w`, `\b`, `str.lower` and `str.split` differ beyond ASCII). Each section below
+follows one loop of the pure function and says why it finds the same matches as the pattern's
+`finditer`: none of these patterns needs to backtrack, because each optional or repeated piece
+consumes characters that the piece after it cannot start with. */
+
+#define SAID_MAX_QUOTED 80   /* said._QUOTED's {1,80}: MAX_SAID_CHARS */
+#define SAID_MAX_WORDS 4     /* said.MAX_SAID_WORDS */
+#define SAID_ID_REST 39      /* said._ID_VALUE's [\w.-]{0,39} */
+#define SAID_MIN_CODE 6      /* said.MIN_CODE_CHARS, and _CODE_WORD's {6,64} */
+#define SAID_MAX_CODE 64
+/* words of one capitalised run the C scan holds; a longer run goes to the pure scan */
+#define SAID_MAX_RUN_WORDS 80
+
+/* Character classes of ASCII, as Python's `str` methods and `re` (on str) see them, one table lookup
+   each: filled in by `init_classes` when the module loads. */
+enum {
+    C_WORD = 1,   /* \w: letters, digits, `_` */
+    C_ALPHA = 2,  /* str.isalpha */
+    C_DIGIT = 4,  /* [0-9] */
+    C_UPPER = 8,  /* [A-Z] */
+    C_SPACE = 16, /* str.isspace / str.split(): \t \n \v \f \r, \x1c-\x1f and space */
+    C_QUOTE = 32, /* ' " ` */
+    C_NAME = 64,  /* `[A-Za-z0-9_'&-]` (said._CAPITAL_START) and `[\w'&-]` (_CAPITAL_RUN) */
+    C_CODE = 128, /* [0-9_]: what a code-like word has beside letters and `-` */
+};
+static unsigned char CLASS[256];
+static unsigned char LOWER[256];
+
+static void
+init_classes(void)
+{
+    for (int c = 0; c < 256; c++) {
+        int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'), digit = c >= '0' && c <= '9';
+        int word = alpha || digit || c == '_';
+        CLASS[c] = (unsigned char)((word ? C_WORD : 0) | (alpha ? C_ALPHA : 0) | (digit ? C_DIGIT : 0) |
+                                   (c >= 'A' && c <= 'Z' ? C_UPPER : 0) |
+                                   ((c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) ? C_SPACE : 0) |
+                                   (c == '\'' || c == '"' || c == '`' ? C_QUOTE : 0) |
+                                   (word || c == '\'' || c == '&' || c == '-' ? C_NAME : 0) |
+                                   (digit || c == '_' ? C_CODE : 0));
+        LOWER[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+}
+
+#define is_word(c) (CLASS[(unsigned char)(c)] & C_WORD)
+#define is_alpha(c) (CLASS[(unsigned char)(c)] & C_ALPHA)
+#define is_alnum(c) (CLASS[(unsigned char)(c)] & (C_ALPHA | C_DIGIT))
+#define is_digit(c) (CLASS[(unsigned char)(c)] & C_DIGIT)
+#define is_upper(c) (CLASS[(unsigned char)(c)] & C_UPPER)
+#define is_space(c) (CLASS[(unsigned char)(c)] & C_SPACE)
+#define is_quote(c) (CLASS[(unsigned char)(c)] & C_QUOTE)
+#define is_name_char(c) (CLASS[(unsigned char)(c)] & C_NAME)
+
+static int
+append_str(PyObject *out, const char *s, Py_ssize_t n)
+{
+    PyObject *item = PyUnicode_FromStringAndSize(s, n); /* ASCII: one byte a character */
+    if (item == NULL) {
+        return -1;
+    }
+    int rc = PyList_Append(out, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* `_QUOTED`: an opening quote, 1 to 80 characters that are not a quote or a line break (lazily: the
+   first such character ends the span), a closing quote, and no word character or `'` after it. A
+   match is consumed even when it is then skipped (a quote after a letter is an apostrophe). */
+static int
+said_quoted(const unsigned char *s, Py_ssize_t n, PyObject *out)
+{
+    Py_ssize_t a = 0;
+    while (a < n) {
+        if (!is_quote(s[a])) {
+            a++;
+            continue;
+        }
+        Py_ssize_t j = a + 1;
+        while (j < n && !is_quote(s[j]) && s[j] != '\n') {
+            j++;
+        }
+        Py_ssize_t len = j - a - 1;
+        if (len < 1 || len > SAID_MAX_QUOTED || j >= n || !is_quote(s[j]) ||
+            (j + 1 < n && (is_word(s[j + 1]) || s[j + 1] == '\''))) {
+            a++;
+            continue;
+        }
+        if (!(a > 0 && (is_alnum(s[a - 1]) || s[a - 1] == '_' || s[a - 1] == '\''))) {
+            Py_ssize_t b = a + 1, e = j; /* span.strip() */
+            while (b < e && is_space(s[b])) {
+                b++;
+            }
+            while (e > b && is_space(s[e - 1])) {
+                e--;
+            }
+            int words = 0;
+            for (Py_ssize_t k = b; k < e; k++) {
+                if (!is_space(s[k]) && (k == b || is_space(s[k - 1]))) {
+                    words++;
+                }
+            }
+            if (e > b && words <= SAID_MAX_WORDS && append_str(out, (const char *)s + b, e - b) < 0) {
+                return -1;
+            }
+        }
+        a = j + 1;
+    }
+    return 0;
+}
+
+/* `_ID_VALUE` from `p` in the lower-cased text: `[ \t]*[:=#]?[ \t]*['"`]?` then the value
+   `[a-z0-9][\w.-]{0,39}`. Greedy consumption is the only way to a match: every piece consumes only
+   characters the value cannot start with. Returns the value's end (its start in *start), or -1. */
+static Py_ssize_t
+id_value(const unsigned char *low, Py_ssize_t n, Py_ssize_t p, Py_ssize_t *start)
+{
+    while (p < n && (low[p] == ' ' || low[p] == '\t')) {
+        p++;
+    }
+    if (p < n && (low[p] == ':' || low[p] == '=' || low[p] == '#')) {
+        p++;
+    }
+    while (p < n && (low[p] == ' ' || low[p] == '\t')) {
+        p++;
+    }
+    if (p < n && is_quote(low[p])) {
+        p++;
+    }
+    if (p >= n || !((low[p] >= 'a' && low[p] <= 'z') || is_digit(low[p]))) {
+        return -1;
+    }
+    *start = p++;
+    for (int k = 0; k < SAID_ID_REST && p < n; k++, p++) {
+        if (!(is_word(low[p]) || low[p] == '.' || low[p] == '-')) {
+            break;
+        }
+    }
+    return p;
+}
+
+/* The value, `.rstrip(".-")`, appended (possibly empty, as the pure scan appends it). */
+static int
+append_id(PyObject *out, const unsigned char *low, Py_ssize_t a, Py_ssize_t b)
+{
+    while (b > a && (low[b - 1] == '.' || low[b - 1] == '-')) {
+        b--;
+    }
+    return append_str(out, (const char *)low + a, b - a);
+}
+
+/* `_ID_REF`: `(?:ids|id|number|num|no)\b\.?` then `_ID_VALUE`. The word boundary after the id word
+   (a letter) holds where no word character follows, so of the alternatives at most one can match:
+   `ids` and `id`, `number` and `num` exclude each other. */
+static const char *const ID_WORDS[] = {"ids", "id", "number", "num", "no"};
+
+static int
+said_ids(const unsigned char *low, Py_ssize_t n, PyObject *out)
+{
+    Py_ssize_t a = 0;
+    while (a < n) {
+        /* every id word starts "id", "no" or "nu": most letters are rejected on two bytes */
+        unsigned char next = a + 1 < n ? low[a + 1] : 0;
+        if (!((low[a] == 'i' && next == 'd') || (low[a] == 'n' && (next == 'o' || next == 'u')))) {
+            a++;
+            continue;
+        }
+        Py_ssize_t end = -1, start = 0;
+        for (size_t w = 0; w < sizeof ID_WORDS / sizeof ID_WORDS[0]; w++) {
+            Py_ssize_t len = (Py_ssize_t)strlen(ID_WORDS[w]);
+            if (a + len > n || memcmp(low + a, ID_WORDS[w], (size_t)len) != 0) {
+                continue;
+            }
+            Py_ssize_t p = a + len;
+            if (p < n && is_word(low[p])) {
+                continue; /* no word boundary after it */
+            }
+            if (p < n && low[p] == '.') {
+                p++;
+            }
+            end = id_value(low, n, p, &start);
+            if (end >= 0) {
+                break;
+            }
+        }
+        if (end < 0) {
+            a++;
+            continue;
+        }
+        if (!(a > 0 && is_word(low[a - 1])) && append_id(out, low, start, end) < 0) {
+            return -1;
+        }
+        a = end;
+    }
+    return 0;
+}
+
+/* `_HASH_REF`: `#` then `_ID_VALUE`. */
+static int
+said_hashes(const unsigned char *low, Py_ssize_t n, PyObject *out)
+{
+    Py_ssize_t a = 0;
+    while (a < n) {
+        const unsigned char *hit = memchr(low + a, '#', (size_t)(n - a));
+        if (hit == NULL) {
+            break;
+        }
+        a = hit - low;
+        Py_ssize_t start = 0, end = id_value(low, n, a + 1, &start);
+        if (end < 0) {
+            a++;
+            continue;
+        }
+        if (append_id(out, low, start, end) < 0) {
+            return -1;
+        }
+        a = end;
+    }
+    return 0;
+}
+
+static Py_ssize_t
+name_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t p)
+{
+    while (p < n && is_name_char(s[p])) {
+        p++;
+    }
+    return p;
+}
+
+/* The end of the next `[ \t]+[A-Z]` name after a name ending at `e`, or -1. */
+static Py_ssize_t
+next_name(const unsigned char *s, Py_ssize_t n, Py_ssize_t e)
+{
+    Py_ssize_t q = e;
+    while (q < n && (s[q] == ' ' || s[q] == '\t')) {
+        q++;
+    }
+    if (q == e || q >= n || !is_upper(s[q])) {
+        return -1;
+    }
+    return name_end(s, n, q + 1);
+}
+
+/* said._whole_line: the line holds only list marks before the run and punctuation after it. */
+static int
+whole_line(const unsigned char *s, Py_ssize_t n, Py_ssize_t a, Py_ssize_t b)
+{
+    for (Py_ssize_t i = a; i > 0 && s[i - 1] != '\n'; i--) {
+        if (!in_set(s[i - 1], " \t-*>#0123456789.):")) {
+            return 0;
+        }
+    }
+    for (Py_ssize_t i = b; i < n && s[i] != '\n'; i++) {
+        if (!in_set(s[i], " \t.,;:!?")) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Every run of 2 to 4 consecutive words of a capitalised run, shorter runs first, each joined with
+   one space (the words of `m.group(0).split()`: the run holds no whitespace but spaces and tabs). */
+static int
+append_ngrams(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, PyObject *out)
+{
+    Py_ssize_t starts[SAID_MAX_RUN_WORDS], ends[SAID_MAX_RUN_WORDS];
+    Py_ssize_t count = 0, i = a;
+    while (i < b) {
+        while (i < b && (s[i] == ' ' || s[i] == '\t')) {
+            i++;
+        }
+        if (i >= b) {
+            break;
+        }
+        if (count == SAID_MAX_RUN_WORDS) {
+            return 1; /* more words than fit: the caller runs the pure scan */
+        }
+        starts[count] = i;
+        while (i < b && s[i] != ' ' && s[i] != '\t') {
+            i++;
+        }
+        ends[count++] = i;
+    }
+    char buf[4 * 256];
+    int most = count < SAID_MAX_WORDS ? (int)count : SAID_MAX_WORDS;
+    for (int k = 2; k <= most; k++) {
+        for (Py_ssize_t w = 0; w + k <= count; w++) {
+            PyObject *item;
+            Py_ssize_t len = 0;
+            for (int j = 0; j < k; j++) {
+                len += ends[w + j] - starts[w + j] + (j > 0);
+            }
+            char *dst = len <= (Py_ssize_t)sizeof buf ? buf : PyMem_Malloc((size_t)len);
+            if (dst == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            Py_ssize_t at = 0;
+            for (int j = 0; j < k; j++) {
+                if (j > 0) {
+                    dst[at++] = ' ';
+                }
+                memcpy(dst + at, s + starts[w + j], (size_t)(ends[w + j] - starts[w + j]));
+                at += ends[w + j] - starts[w + j];
+            }
+            item = PyUnicode_FromStringAndSize(dst, len);
+            if (dst != buf) {
+                PyMem_Free(dst);
+            }
+            if (item == NULL || PyList_Append(out, item) < 0) {
+                Py_XDECREF(item);
+                return -1;
+            }
+            Py_DECREF(item);
+        }
+    }
+    return 0;
+}
+
+/* `_CAPITAL_START` (with the word boundary before it), then `_CAPITAL_RUN` from there: a capital,
+   name characters, then one or more of (spaces or tabs, a capital, name characters). Name characters
+   are not spaces, so the repetition ends at the first gap that no capital follows; an attempt that
+   fails fails at every capital inside the same name too (they share its end), which is skipped. */
+static int
+said_capitals(const unsigned char *s, Py_ssize_t n, PyObject *out, int *too_long)
+{
+    Py_ssize_t p = 0;
+    for (;; p++) {
+        if (p >= n) {
+            return 0;
+        }
+        if (!is_upper(s[p]) || (p > 0 && is_word(s[p - 1]))) {
+            continue; /* the common case: not a capital after a word boundary */
+        }
+        if (next_name(s, n, name_end(s, n, p + 1)) >= 0) {
+            break;
+        }
+    }
+    while (p < n) {
+        if (!is_upper(s[p])) {
+            p++;
+            continue;
+        }
+        Py_ssize_t e = name_end(s, n, p + 1), more;
+        int groups = 0;
+        while ((more = next_name(s, n, e)) >= 0) {
+            e = more;
+            groups++;
+        }
+        if (groups == 0) {
+            p = e;
+            continue;
+        }
+        if (!whole_line(s, n, p, e)) {
+            int rc = append_ngrams(s, p, e, out);
+            if (rc < 0) {
+                return -1;
+            }
+            if (rc > 0) {
+                *too_long = 1;
+                return 0;
+            }
+        }
+        p = e;
+    }
+    return 0;
+}
+
+/* For each whitespace-separated chunk of 6 or more characters that are not all letters (only a
+   chunk with a digit or `_` can match, so only those are read), `_CODE_CANDIDATE` (re.ASCII): at a word boundary, `[A-Za-z-]*[0-9_][\w-]*`. Letters and `-` cannot
+   be the `[0-9_]`, so a start matches exactly when the first character after its letters and hyphens
+   is a digit or `_`, and the match runs to the end of the `[\w-]` run; a failed start fails at every
+   position up to that character too. Then `_CODE_WORD` and the neighbours, as the pure loop. */
+static int
+said_codes(const unsigned char *s, Py_ssize_t n, PyObject *out)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        /* Only a chunk with a digit or `_` can hold a match (and is not all letters): find the next
+           such character, then its chunk; chunks are still visited in order, each once. */
+        while (i < n && !(CLASS[s[i]] & C_CODE)) {
+            i++;
+        }
+        if (i >= n) {
+            break;
+        }
+        Py_ssize_t cs = i, ce = i;
+        while (cs > 0 && !is_space(s[cs - 1])) {
+            cs--;
+        }
+        while (ce < n && !is_space(s[ce])) {
+            ce++;
+        }
+        i = ce;
+        if (ce - cs < SAID_MIN_CODE) {
+            continue;
+        }
+        Py_ssize_t p = cs;
+        while (p < ce) {
+            int left = p > cs && is_word(s[p - 1]);
+            if (left == (is_word(s[p]) != 0)) { /* no word boundary at p */
+                p++;
+                continue;
+            }
+            Py_ssize_t q = p;
+            while (q < ce && (is_alpha(s[q]) || s[q] == '-')) {
+                q++;
+            }
+            if (q >= ce || !(is_digit(s[q]) || s[q] == '_')) {
+                p = q + 1;
+                continue;
+            }
+            Py_ssize_t e = q + 1;
+            while (e < ce && (is_word(s[e]) || s[e] == '-')) {
+                e++;
+            }
+            Py_ssize_t len = e - p;
+            int letter = 0;
+            for (Py_ssize_t k = p; k < e && !letter; k++) {
+                letter = is_alpha(s[k]);
+            }
+            if (len >= SAID_MIN_CODE && len <= SAID_MAX_CODE && letter &&
+                !(p > cs && in_set(s[p - 1], "@./:-")) && !(e < ce && in_set(s[e], "@/-")) &&
+                !(e + 1 < ce && s[e] == '.' && is_alnum(s[e + 1])) &&
+                append_str(out, (const char *)s + p, len) < 0) {
+                return -1;
+            }
+            p = e;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+said_candidates(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "said_candidates() takes a str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(arg)) {
+        Py_RETURN_NONE;
+    }
+    const unsigned char *s = PyUnicode_1BYTE_DATA(arg);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    unsigned char *low = PyMem_Malloc(n ? (size_t)n : 1);
+    if (low == NULL) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        low[i] = LOWER[s[i]];
+    }
+    int too_long = 0;
+    int rc = said_quoted(s, n, out);
+    if (rc == 0) {
+        rc = said_ids(low, n, out);
+    }
+    if (rc == 0 && memchr(s, '#', (size_t)n) != NULL) {
+        rc = said_hashes(low, n, out);
+    }
+    PyMem_Free(low);
+    if (rc == 0) {
+        rc = said_capitals(s, n, out, &too_long);
+    }
+    if (rc == 0 && !too_long) {
+        rc = said_codes(s, n, out);
+    }
+    if (rc < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    if (too_long) { /* a capitalised run of more words than the C buffers hold: the pure scan */
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 static PyMethodDef scan_methods[] = {
     {"anchors", anchors, METH_O, "Sorted anchor positions of a token mask (tokens._anchors)."},
     {"numeric_runs", numeric_runs, METH_O,
      "(start, end, platform id end or -1) of each `tokens._NUMERIC` match in a token mask."},
+    {"said_candidates", said_candidates, METH_O,
+     "said.candidates(text) for an ASCII text, else None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -222,5 +714,6 @@ static struct PyModuleDef scan_module = {
 PyMODINIT_FUNC
 PyInit__scan(void)
 {
+    init_classes();
     return PyModule_Create(&scan_module);
 }

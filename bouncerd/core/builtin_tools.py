@@ -32,7 +32,7 @@ when first called.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from bouncerd.core.shell_destinations import Destination, Kind, command_destinations
@@ -40,7 +40,7 @@ from bouncerd.core.shell_destinations import Destination, Kind, command_destinat
 if TYPE_CHECKING:
     from bouncerd.core.model import Verdict
     from bouncerd.core.sinkgate import Trust
-    from bouncerd.core.taint import Hit
+    from bouncerd.core.store import TaintView
 
 __all__ = ["Destination", "Kind", "is_mcp_tool", "network_destinations", "verdict"]
 
@@ -81,10 +81,7 @@ def verdict(
     tool_input: Mapping[str, Any],
     *,
     trust: Trust,
-    lookup: Callable[[str], Hit | None],
-    seen_exactly: Callable[[str], bool],
-    host_hit: Callable[[str], Hit | None],
-    key_hit: Callable[[str], Hit | None] | None = None,
+    taint: TaintView,
     blind: bool = False,
     on_tainted: str = "deny",
     on_tainted_identity: str = "ask",
@@ -117,9 +114,9 @@ def verdict(
                 tool=tool_name,
                 sink_params=(param,),
                 trust=trust,
-                seen_exactly=seen_exactly,
-                host_hit=host_hit,
-                key_hit=key_hit,
+                seen_exactly=taint.seen_exactly,
+                host_hit=taint.host_hit,
+                key_hit=taint.key_hit,
             )
             if v.verdict == "allow" and blind:
                 v = Verdict(
@@ -136,7 +133,7 @@ def verdict(
                 tool=tool_name,
                 sink_params=(param,),
                 trust=trust,
-                lookup=lookup,
+                lookup=taint.lookup,
                 on_tainted=on_tainted,
                 on_tainted_identity=on_tainted_identity,
             )

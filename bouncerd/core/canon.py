@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from bouncerd.core import fold, shapes, tokens, url
+from bouncerd.core import fold, shapes, tokens, url, urlquirks
 
 Kind = Literal["email", "url", "host", "phone", "iban", "handle", "text"]
 
@@ -327,7 +327,7 @@ class Reading:
         return not self.quirks
 
 
-# url.quirks that make a URL readable more than one way (docs/how-it-works.md, "Reading a destination
+# urlquirks.quirks that make a URL readable more than one way (docs/how-it-works.md, "Reading a destination
 # the way its receiver will"). Trailing dots, non-ASCII hosts (IDNA-mapped the same by every resolver)
 # and an `@` in a path are not among them.
 URL_AMBIGUOUS_QUIRKS = frozenset(
@@ -400,7 +400,7 @@ def _read_one(text: str) -> tuple[str, str | None, list[str], list[str], list[st
     if _HAS_SCHEME.match(text):
         target = "file:" + text if text.startswith(("\\\\", "//")) else text
         got = _parse_url(target)
-        quirks = sorted(set(url.quirks(target)) & URL_AMBIGUOUS_QUIRKS)
+        quirks = sorted(set(urlquirks.quirks(target)) & URL_AMBIGUOUS_QUIRKS)
         if got is None:
             naive = _naive_url_host(text)
             pieces = _authority_pieces(target)

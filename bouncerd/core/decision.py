@@ -15,10 +15,11 @@ downloads). `Decider` wraps the `Engine` with what the engine alone does not dec
   and rate limited; approving grants one retry of exactly the bound call.
 - `expire`: codes past their lifetime are closed.
 
-Each returns a `Decision`: the verdict (or the refusal, or the code found), the engine events it
-produced (already applied, for the server to journal in order) and the audit records to write
-before the verdict's own line, in order. Nothing here reads a clock, draws randomness or touches a
-file: `now`, the random bytes, the daemon secret and the text a person reads (`Phrasing`) are passed in.
+Each returns a `Decision` (`decision_types.py`): the verdict (or the refusal, or the code found),
+the engine events it produced (already applied, for the server to journal in order) and the audit
+records to write before the verdict's own line, in order. Nothing here reads a clock, draws
+randomness or touches a file: `now`, the random bytes, the daemon secret and the text a person reads
+(`Phrasing`) are passed in.
 
 An "always" answer needs one piece of I/O before it can stand: the destinations are added to the
 user's policy.yaml and the policy reloaded. The decision then stops with `Decision.policy_edit` set;
@@ -30,78 +31,32 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import canon
+from bouncerd.core.decision_types import (
+    ACTIONS,
+    CHANNEL_CODE,
+    CHANNEL_ELICITATION,
+    CHANNEL_INPUT_REQUIRED,
+    CHOICES,
+    LASTS,
+    Ask,
+    AuditFields,
+    Decision,
+    Phrasing,
+    PolicyEdit,
+    RandomBytes,
+    Scope,
+    from_elicit_result,
+    scope_of,
+)
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
 from bouncerd.core.model import ToolCall, Verdict
 from bouncerd.core.policy import Policy
-from bouncerd.core.sinkgate import Classified
-
-CHANNEL_ELICITATION = "elicitation"
-CHANNEL_INPUT_REQUIRED = "input_required"
-CHANNEL_CODE = "code"
-ACTIONS = ("accept", "decline", "cancel", "timeout")
-CHOICES = ("once", "session", "always", "deny")
-Scope = Literal["once", "session", "always"]
-_LASTS: dict[str, str] = {
-    "once": "this call",
-    "session": "this session",
-    "always": "always (added to policy.yaml)",
-}
-
-RandomBytes = Callable[[int], bytes]  # n random bytes (secrets.token_bytes)
-AuditFields = dict[str, Any]  # one audit record, without its chain fields
-
-
-class Phrasing(Protocol):
-    """The text a person reads (bouncerd/server/questions.py: it formats clock times)."""
-
-    def question(
-        self, call: ToolCall, verdict: Verdict, classified: Sequence[Classified]
-    ) -> tuple[str, str, tuple[str, ...]]:
-        """(the question, the summary of the other arguments, the destinations an approval would trust)."""
-        ...
-
-    def code_hint(self, code: str, expires: float) -> str: ...
-
-
-@dataclass(frozen=True)
-class Ask:
-    """What an ask adds to its reply: the open code, and the requestState that names it."""
-
-    pending: ap.Pending
-    timeout: int
-    binding: ap.Binding
-    request_state: str
-
-
-@dataclass(frozen=True)
-class PolicyEdit:
-    """An "always" answer waiting for its destinations to be added to policy.yaml."""
-
-    binding: ap.Binding
-    destinations: tuple[str, ...]
-    code: str
-    context: Mapping[str, Any]  # channel, code, request_id, action: every record of the answer has them
-
-
-@dataclass
-class Decision:
-    verdict: Verdict | None = None
-    events: list[EngineEvent] = field(default_factory=list)  # applied to the engine; journal in order
-    records: list[AuditFields] = field(default_factory=list)  # audit in order, before the verdict's line
-    ask: Ask | None = None  # an ask: its code and requestState
-    opened: ap.Pending | None = None  # a code minted by this decision: a person is to be notified
-    binding: ap.Binding | None = None  # the call an answer was about
-    code: str = ""  # the code an answer named, as normalised ("" if it is not a code)
-    found: ap.Pending | None = None  # find_code: the open code named
-    refusal: tuple[str, str] | None = None  # (error code, message): the op is refused, no verdict
-    policy_edit: PolicyEdit | None = None  # stopped here: see after_policy_edit
 
 
 class Decider:
@@ -447,9 +402,9 @@ class Decider:
         cancel and timeout deny but leave the code open for bouncerctl."""
         pending = self.approvals.pending.get(code)
         context = {"channel": channel, "code": code, "request_id": request_id, "action": action}
-        if action == "accept" and choice in _LASTS:
+        if action == "accept" and choice in LASTS:
             assert choice is not None
-            scope: Scope = _scope(choice) if trustable else "once"
+            scope: Scope = scope_of(choice) if trustable else "once"
             if scope == "always":
                 out.policy_edit = PolicyEdit(binding, tuple(trustable), code, context)
                 return
@@ -515,9 +470,7 @@ class Decider:
             self._commit(
                 out, [ap.grant_event(scope, dataclasses.replace(binding, destination=d)) for d in trustable]
             )
-        lasts = (
-            _LASTS[scope] if scope == choice else "this call (it names nothing that can be trusted longer)"
-        )
+        lasts = LASTS[scope] if scope == choice else "this call (it names nothing that can be trusted longer)"
         self._record(
             out,
             "approval.granted",
@@ -593,16 +546,3 @@ class Decider:
             lasts="one retry of this exact call",
         )
         return out
-
-
-def _scope(choice: str) -> Scope:
-    return "always" if choice == "always" else "session" if choice == "session" else "once"
-
-
-def from_elicit_result(response: Mapping[str, Any] | None) -> tuple[str, str | None]:
-    """(action, choice) from a client's ElicitResult; anything unreadable is a cancel."""
-    if not isinstance(response, Mapping) or response.get("action") not in ("accept", "decline", "cancel"):
-        return "cancel", None
-    content = response.get("content")
-    choice = content.get("choice") if isinstance(content, Mapping) else None
-    return str(response["action"]), choice if isinstance(choice, str) else None

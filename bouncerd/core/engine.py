@@ -1,12 +1,11 @@
-"""The engine: all state the daemon keeps, changed only by events, and the decision over it.
+"""The engine: the decisions over the journaled store (`store.py`).
 
 Theory of operation
 -------------------
-Everything that must survive a crash (pins, taint, budget counts, approvals, vouched destinations)
-changes only through *events*: plain dicts that msgpack and JSON can carry. A method that changes
-state returns the events it produced *after* applying them; the daemon appends them to its journal
-before it answers the shim. On start the daemon replays the journal through `apply`, and ends up in
-the same state. `snapshot` returns a minimal event list that rebuilds the current state (compaction).
+The store holds all state the daemon keeps and changes it only by events (`store.py`); the engine
+adds the policy and the decisions: each method that records something (a tool list, an output's
+taint, a prompt's destinations) or decides (a call, a message, a client's own tool) returns the
+events it produced after applying them, for the daemon to journal before it answers.
 
 The decision for one tools/call (docs/how-it-works.md, "The decision") runs in a fixed order and
 names the rule that fired: pin → budget → argument constraints → sink gate → allow. The engine never
@@ -17,10 +16,9 @@ I/O the path check needs (resolving symlinks) is a function the daemon injects.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from bouncerd.core import approvals as ap
 from bouncerd.core import (
@@ -28,73 +26,50 @@ from bouncerd.core import (
     builtin_tools,
     callnotes,
     canon,
-    consequence,
-    constraints,
     fallback,
     fallback_words,
+    gates,
     managed,
     pins,
     restricted,
     said,
     sinkgate,
     taint,
-    tokens,
     typed,
 )
 from bouncerd.core.events import (
     AttemptEvent,
     BlindEvent,
-    EngineEvent,
     GrantUsedEvent,
     ListedEvent,
     PinEvent,
     PinWindowEvent,
-    SessionEndedEvent,
     TaintEvent,
-    TaintEvictedEvent,
-    TaintExpiredEvent,
     VouchEvent,
 )
-from bouncerd.core.model import MESSAGE_LABELS, ServerIdentity, ToolCall, Verdict
-from bouncerd.core.pins import PinReport, ServerPins, seen_event
+from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
+from bouncerd.core.pins import PinReport
 from bouncerd.core.policy import Policy, merge
 from bouncerd.core.rules import ToolRule
+from bouncerd.core.store import USER_SCOPE, Event, Store
 
-Event = EngineEvent
-_E = TypeVar("_E", bound=EngineEvent)
 Resolve = Callable[[str], str]
-
-USER_SCOPE = "*user*"  # the taint scope key when taint_scope is `user`
-
-# Taint records per snapshot event: at ~100 bytes a record this keeps an event near 10 MB, far below
-# the journal frame limit (wire.MAX_FRAME_BYTES) even for an index at its full size.
-SNAPSHOT_TAINT_CHUNK = 100_000
 
 
 def _lexical_only(path: str) -> str:
     return path
 
 
-@dataclass
-class SessionState:
-    attempts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (server, tool) -> calls tried
-    vouched: set[str] = field(default_factory=set)  # narrow keys of destinations the user typed
-    listed: dict[str, str] = field(default_factory=dict)  # wide key -> the directory tool that listed it
+class Engine(Store):
+    """The store (`store.py`) with the policy over it, and the decisions it makes."""
 
-
-class Engine:
     def __init__(self, policy: Policy | None = None, resolve: Resolve = _lexical_only) -> None:
+        super().__init__()
         self.policy = policy if policy is not None else merge([])
         self.resolve = resolve
-        self.servers: dict[str, ServerPins] = {}
-        self.sessions: dict[str, SessionState] = {}
-        self.taint: dict[str, taint.TaintIndex] = {}  # scope key -> index
-        self.approvals = ap.Approvals()
-        self.blind: set[str] = set()  # taint scopes where an output could not be indexed
         self._identities: dict[str, ServerIdentity] = {}  # server name -> latest identity seen
         self._rules: dict[tuple[int, str, str, str], ToolRule] = {}
         self._own: tuple[tuple[str, ...], frozenset[str]] | None = None  # `you:` and its taint keys
-        self.notes = callnotes.CallNotes()  # recent calls, to read their outputs (not journalled)
         self.restriction: restricted.Restriction | None = None  # the journal was damaged (restricted.py)
 
     def restrict(self, restriction: restricted.Restriction) -> None:
@@ -112,123 +87,6 @@ class Engine:
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
         self._rules.clear()
-
-    # ---- events -------------------------------------------------------------------------------
-
-    def apply(self, ev: EngineEvent) -> None:
-        if ev["ev"] == "pin":
-            self.servers.setdefault(ev["server"], ServerPins()).apply_pin(ev)
-        elif ev["ev"] == "pin_seen":
-            self.servers.setdefault(ev["server"], ServerPins()).apply_seen(ev)
-        elif ev["ev"] == "unpin":
-            self.servers.setdefault(ev["server"], ServerPins()).pins.pop(ev["tool"], None)
-        elif ev["ev"] == "pin_window":
-            self.servers.setdefault(ev["server"], ServerPins()).apply_window(ev)
-        elif ev["ev"] == "taint":
-            self.index(ev["scope"]).add(taint.decode_records(ev["data"]))
-        elif ev["ev"] == "taint_evicted":
-            self.index(ev["scope"]).import_evicted(ev["filter"])
-        elif ev["ev"] == "attempt":
-            self.session(ev["session"]).attempts[(ev["server"], ev["tool"])] += ev.get("n", 1)
-        elif ev["ev"] == "blind":
-            self.blind.add(ev["scope"])
-        elif ev["ev"] == "vouch":
-            self.session(ev["session"]).vouched.update(ev["keys"])
-        elif ev["ev"] == "listed":
-            listed = self.session(ev["session"]).listed
-            for key in ev["keys"]:
-                listed.setdefault(key, ev["source"])
-        elif ev["ev"] == "session_ended":
-            key = ev["session"]
-            self.sessions.pop(key, None)
-            self.notes.forget(key)
-            self.approvals.end_session(key)
-            for scope in [s for s in self.taint if _scope_session(s) == key]:
-                self._drop_if_spent(scope)
-        elif ev["ev"] == "taint_expired":
-            index = self.taint.get(ev["scope"])
-            if index is not None:
-                index.expire_before(ev["before"])
-                self._drop_if_spent(ev["scope"])
-        else:
-            self.approvals.apply(ev)
-
-    def _emit(self, events: list[_E], ev: _E) -> None:
-        self.apply(ev)
-        events.append(ev)
-
-    def snapshot(self, now: float = 0.0) -> list[Event]:
-        out: list[Event] = []
-        for key, sp in self.servers.items():
-            for name, pin in sp.pins.items():
-                out.append(pins.pin_snapshot(key, name, pin))
-            for name, seen in sp.seen.items():
-                out.append(seen_event(key, name, seen))
-            out.extend(pins.window_snapshot(key, sp))
-        for scope, index in self.taint.items():
-            records = [taint.TokenRecord(tok, prov) for tok, prov in index.items()]
-            for i in range(0, len(records), SNAPSHOT_TAINT_CHUNK):
-                chunk = records[i : i + SNAPSHOT_TAINT_CHUNK]
-                out.append(TaintEvent(ev="taint", scope=scope, data=taint.encode_records(chunk)))
-            evicted = index.export_evicted()
-            if evicted is not None:
-                out.append(TaintEvictedEvent(ev="taint_evicted", scope=scope, filter=evicted))
-        for sid, state in self.sessions.items():
-            for (server, tool), n in state.attempts.items():
-                out.append(AttemptEvent(ev="attempt", session=sid, server=server, tool=tool, n=n))
-            if state.vouched:
-                out.append(VouchEvent(ev="vouch", session=sid, keys=sorted(state.vouched)))
-            by_source: dict[str, list[str]] = {}
-            for key, source in state.listed.items():
-                by_source.setdefault(source, []).append(key)
-            for source, keys in by_source.items():
-                out.append(ListedEvent(ev="listed", session=sid, source=source, keys=keys))
-        out.extend(BlindEvent(ev="blind", scope=scope) for scope in sorted(self.blind))
-        out.extend(self.approvals.snapshot(now))
-        return out
-
-    # ---- the life of a session ----------------------------------------------------------------
-
-    def session_keys(self) -> set[str]:
-        """Sessions with state that ends with them (budgets, vouched destinations, approvals)."""
-        return set(self.sessions) | self.approvals.session_keys()
-
-    def end_session(self, key: str) -> list[Event]:
-        """The session's last shim left a grace period ago (the daemon's clock): drop what lasts a
-        session. Its taint stays for `taint_retention` (`expire_taint`): a client that resumes under
-        the same key (BOUNCER_SESSION), or `taint_scope: user`, still finds it."""
-        events: list[Event] = []
-        self._emit(events, SessionEndedEvent(ev="session_ended", session=key))
-        return events
-
-    def expire_taint(self, now: float, retention: float) -> list[Event]:
-        """Forget taint first seen more than `retention` seconds before `now`, in every scope."""
-        cutoff = now - retention
-        events: list[Event] = []
-        for scope in [s for s, index in self.taint.items() if index.oldest < cutoff]:
-            self._emit(events, TaintExpiredEvent(ev="taint_expired", scope=scope, before=cutoff))
-        return events
-
-    def _drop_if_spent(self, scope: str) -> None:
-        """A scope whose session ended and whose taint all expired is forgotten whole (its blind mark
-        with it: the outputs it was about are past retention too)."""
-        index = self.taint.get(scope)
-        if index is None or len(index) or index.evicted or _scope_session(scope) in self.session_keys():
-            return
-        del self.taint[scope]
-        self.blind.discard(scope)
-
-    def session(self, key: str) -> SessionState:
-        state = self.sessions.get(key)
-        if state is None:
-            state = self.sessions[key] = SessionState()
-        return state
-
-    def index(self, scope: str) -> taint.TaintIndex:
-        idx = self.taint.get(scope)
-        if idx is None:
-            idx = self.taint[scope] = taint.TaintIndex()
-        return idx
 
     def scope_key(self, session: str, server: str) -> str:
         """Which taint index a session+server reads and writes (policy `taint_scope`)."""
@@ -358,6 +216,7 @@ class Engine:
 
     def decide(self, call: ToolCall, now: float, policy: Policy | None = None) -> Verdict:
         events: list[Event] = []
+        grants = _SpendsInto(self, events)
         sp = self.servers.get(call.server.key)
         if sp is not None and sp.open_until is not None and call.kind == "tool":
             # The first tool call closes the first-use window: from now on new tools need a person.
@@ -366,7 +225,7 @@ class Engine:
             events, AttemptEvent(ev="attempt", session=call.session, server=call.server.name, tool=call.tool)
         )
         if call.kind != "tool":
-            message = self._decide_message(call, events, now)
+            message = gates.decide_message(self, call, grants, now)
             message = restricted.judge(self.restriction, message, sends=True)
             if call.kind == "resource":
                 self._note_call(call, None, message)
@@ -375,16 +234,16 @@ class Engine:
             answers = dataclasses.replace(
                 call, tool=f"{call.tool} input", arguments=call.answers, kind="answer"
             )
-            answered = self._decide_message(answers, events, now)
+            answered = gates.decide_message(self, answers, grants, now)
             if answered.verdict != "allow":
                 return dataclasses.replace(answered, events=tuple(events))
         verdict = self._check_pin(call)
         if verdict is None:
             rule = self.rule_for(call.server, call.tool, policy)
             names = [str(name) for name in call.arguments]
-            for gate in GATES:  # read at each call: the fast path (fastpath.py) reads the same table
+            for gate in gates.GATES:  # read at each call: the fast path (fastpath.py) reads the same table
                 if gate.concerns(rule, call.tool, names):
-                    verdict = gate.check(self, call, rule, events, now)
+                    verdict = gate.check(self, call, rule, grants, now)
                     if verdict is not None:
                         break
             if verdict is None:
@@ -475,34 +334,13 @@ class Engine:
                 return f"{call.tool} {d.parameter}={canon.visible(value)!r}"
         return None
 
-    def _check_budget(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
-        if rule.max_calls is None:
-            return None
-        if rule.max_calls == 0:
-            return Verdict(
-                "deny", "budget.forbidden", f"tool {call.tool!r} is forbidden by policy (max_calls: 0)"
-            )
-        tried = self.session(call.session).attempts[(call.server.name, call.tool)]
-        if tried > rule.max_calls:
-            return Verdict(
-                "deny",
-                "budget.exceeded",
-                f"tool {call.tool!r} may be called {rule.max_calls} time(s) per session; "
-                f"this is attempt {tried}",
-            )
-        return None
-
-    def _check_constraints(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
-        v = constraints.check_paths(rule, call.arguments, self.resolve) or constraints.check_patterns(
-            rule, call.arguments
-        )
-        if v is None:
-            return None
-        return Verdict("deny", v.rule, v.reason, parameter=v.parameter)
+    def attempts_of(self, call: ToolCall) -> int:
+        """How many times this session has tried this tool, this call included."""
+        return self.session(call.session).attempts[(call.server.name, call.tool)]
 
     def trust(self, call: ToolCall, rule: ToolRule) -> sinkgate.Trust:
         """Everything that makes a destination trusted for this call: vouched, approved, allowlisted."""
-        why = dict(self._session_trust(call).why)
+        why = dict(self.session_trust(call).why)
         for d in rule.trusted_destinations:
             for k in canon.keys(d):
                 why[k] = "allowlisted"
@@ -538,23 +376,19 @@ class Engine:
         # The engine's own trust sources (vouched, approved, allowlisted), so the two paths cannot diverge.
         trust = self.trust(ToolCall(session, server, tool_name, tool_input), rule)
         scope = self.scope_key(session, server.name)
-        verdict = self._builtin_verdict(tool_name, tool_input, scope, trust, rule)
+        verdict = self.builtin_verdict(tool_name, tool_input, scope, trust, rule)
         return restricted.judge(self.restriction, verdict, sends=False)
 
-    def _builtin_verdict(
+    def builtin_verdict(
         self, tool_name: str, tool_input: Mapping[str, Any], scope: str, trust: sinkgate.Trust, rule: ToolRule
     ) -> Verdict:
         """`builtin_tools.verdict` over one taint scope: the client's Bash and WebFetch, and a program an
-        MCP tool runs (`_check_programs`)."""
-        index = self.index(scope)
+        MCP tool runs (`gates.check_programs`)."""
         return builtin_tools.verdict(
             tool_name,
             tool_input,
             trust=trust,
-            lookup=index.lookup,
-            seen_exactly=index.seen_exactly,
-            host_hit=index.host_hit,
-            key_hit=index.key_hit,
+            taint=self.index(scope),
             blind=scope in self.blind,
             on_tainted=rule.on_tainted,
             on_tainted_identity=self.policy.settings.on_tainted_identity,
@@ -568,213 +402,7 @@ class Engine:
             return True
         return isinstance(arguments, Mapping) and bool(argshapes.program_arguments(arguments))
 
-    def _check_programs(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
-        """An ungated tool that runs a program the agent wrote (a shell command, code, SQL: see
-        `program_arguments`) reaches wherever the program says: read as a shell command is read for
-        the client's own Bash tool (`builtin_tools.verdict`: a tainted destination is denied, a
-        command that changes Bouncer is denied), and any destination token in it that appeared in
-        untrusted output is denied (`dblink_connect('host=evil.example')`, `fetch('https://…')`)."""
-        if rule.exfiltrating:
-            return None
-        programs = argshapes.program_arguments(call.arguments)
-        if not programs:
-            return None
-        scope = self.scope_key(call.session, call.server.name)
-        index = self.index(scope)
-        trust = self.trust(call, rule)
-        for name, text in programs:
-            v = self._builtin_verdict(builtin_tools.BASH, {"command": text}, scope, trust, rule)
-            if v.verdict != "allow":
-                reason = f"{call.tool}: argument {name!r} is a program, read as a shell command: {v.reason}"
-                return dataclasses.replace(v, parameter=name, reason=reason)
-            for key in sorted(tokens.text_keys(text)):
-                hit = index.key_hit(key)
-                if hit is not None and hit.state == "tainted" and key not in trust.destinations:
-                    return Verdict(
-                        "deny",
-                        "program.carries_tainted",
-                        f"{call.tool}: argument {name!r} is a program that names {canon.visible(key)}, "
-                        f"which first appeared in untrusted output: it could send your data there",
-                        destination=key,
-                        parameter=name,
-                        provenance=hit.provenance,
-                    )
-        return None
-
-    def _check_carried(self, call: ToolCall, rule: ToolRule) -> Verdict | None:
-        """The backstop for a tool nothing gates: an argument whose value *is* a destination seen in
-        untrusted output (`to`, `owner`+`repo`, `uri`, `number`, `proxy_url`, ... on a tool whose
-        sending the fallback could not read from its name or description) is asked about. A tool
-        whose name only reads (`carries_destinations`) is not: looking up a planted sender is
-        what a mail client does."""
-        if rule.exfiltrating or not argshapes.carries_destinations(call.tool):
-            return None
-        index = self.index(self.scope_key(call.session, call.server.name))
-        trust = self.trust(call, rule)
-        for d in [*sinkgate.destinations(call.arguments, ())[0], *sinkgate.assembled(call.arguments)]:
-            value = d.value.strip()
-            if len(value) > argshapes.MAX_CARRIED_VALUE_CHARS or (
-                canon.canonicalize(value).kind == "text" and len(value.split()) != 1
-            ):
-                continue  # prose: what a note or a document says is not where it goes
-            if sinkgate.trusted_reason(d, trust) is not None:
-                continue
-            hit = index.lookup(d.value)
-            if hit is not None and hit.state == "tainted":
-                return Verdict(
-                    "ask",
-                    "default.tainted_argument",
-                    f"{call.tool} is not known to send, but its argument {d.parameter!r} is "
-                    f"{canon.visible(d.value)}, which first appeared in untrusted output",
-                    destination=d.value,
-                    parameter=d.parameter,
-                    provenance=hit.provenance,
-                )
-        return None
-
-    def _check_sinks(self, call: ToolCall, rule: ToolRule, events: list[Event], now: float) -> Verdict | None:
-        if not rule.exfiltrating:
-            return None
-        index = self.index(self.scope_key(call.session, call.server.name))
-        trust = self.trust(call, rule)
-        payload = None
-        if rule.sink_kind == "fetch":
-            payload = sinkgate.fetch_payload(
-                call.arguments, rule.sink_params, fallback.looks_like_destination
-            )
-        if rule.sink_kind == "fetch" and payload is None:
-            verdict = sinkgate.fetch_verdict(
-                call.arguments,
-                tool=call.tool,
-                sink_params=rule.sink_params,
-                trust=trust,
-                seen_exactly=index.seen_exactly,
-                host_hit=index.host_hit,
-                key_hit=index.key_hit,
-            )
-            verdict = self._unless_blind(call, verdict, "fetches")
-            return self._use_once_grant(call, verdict, events, now)
-        # Sending an object made in this session for trusted destinations (a draft, by its id): the id
-        # names no destination of its own, so it is judged without it; if nothing else names one, the
-        # object's destinations are where the call sends (callnotes).
-        made = self.notes.object_named(call.session, call.server.name, call.arguments)
-        arguments = call.arguments
-        if made is not None and payload is None:
-            arguments = {
-                k: v
-                for k, v in call.arguments.items()
-                if not (isinstance(v, str | int) and str(v) == made[0])
-            }
-        verdict = sinkgate.send_verdict(
-            arguments,
-            tool=call.tool,
-            sink_params=rule.sink_params,
-            trust=trust,
-            lookup=index.lookup,
-            on_tainted=rule.on_tainted,
-            on_tainted_identity=self.policy.settings.on_tainted_identity,
-            looks_like_destination=fallback.looks_like_destination,
-        )
-        if payload is not None:  # a fetch with a body, headers, a writing method or a callback: a send
-            reason = f"{verdict.reason} (this fetch also carries {payload!r}, so it is judged as a send)"
-            verdict = dataclasses.replace(verdict, reason=reason)
-        elif verdict.rule in ("sink.no_destination", "sink.no_new_destination") and made is not None:
-            object_id, obj = made
-            verdict = Verdict(
-                "allow",
-                "sink.trusted",
-                f"{call.tool} sends {object_id!r}, made in this session for "
-                f"{', '.join(obj.destinations)} and not changed since ({obj.why})",
-                destination=obj.destinations[0] if obj.destinations else None,
-            )
-        return self._use_once_grant(call, verdict, events, now)
-
-    def _check_consequence(
-        self, call: ToolCall, rule: ToolRule, events: list[Event], now: float
-    ) -> Verdict | None:
-        """The sink gate, then a consequential call it let through (or does not gate) is judged by where
-        its argument values came from (`consequence.judge`)."""
-        sink = self._check_sinks(call, rule, events, now)
-        if sink is not None and (sink.verdict != "allow" or sink.rule == "approval.once"):
-            return sink  # refused, or a person approved this exact call: one question is enough
-        index = self.index(self.scope_key(call.session, call.server.name))
-        programs = {name for name, _ in argshapes.program_arguments(call.arguments)}  # the shell reader's
-        keyed = consequence.key_path_verdict(
-            call.tool, {k: v for k, v in call.arguments.items() if k not in programs}
-        )
-        verdict = (keyed if argshapes.carries_destinations(call.tool) else None) or consequence.judge(
-            call.tool,
-            rule,
-            call.arguments,
-            trust=self.trust(call, rule),
-            key_hit=index.key_hit,
-            lookup=index.lookup,
-            attempts=self.session(call.session).attempts[(call.server.name, call.tool)],
-        )
-        return sink if verdict is None else self._use_once_grant(call, verdict, events, now)
-
-    def _decide_message(self, call: ToolCall, events: list[Event], now: float) -> Verdict:
-        """A request other than tools/call that carries the agent's data to the server
-        (docs/how-it-works.md, "Requests other than tools/call").
-
-        A resource read or subscription names a URI the server will retrieve (through a resource
-        template, a host of the agent's choosing): judged as a fetch. Prompt and completion arguments,
-        and the params of any other request, are read for destinations: one seen in untrusted output
-        is refused as a send to it would be; nothing else in them names where data goes."""
-        label = MESSAGE_LABELS.get(call.kind, "request")
-        index = self.index(self.scope_key(call.session, call.server.name))
-        trust = self._session_trust(call)
-        if call.kind == "resource":
-            uri = call.arguments.get("uri")
-            if not isinstance(uri, str) or not uri.strip():
-                return Verdict("deny", "message.invalid_params", f"{label} {call.tool} names no URI to check")
-            verdict = sinkgate.fetch_verdict(
-                {"uri": uri},
-                tool=call.tool,
-                sink_params=("uri",),
-                trust=trust,
-                seen_exactly=index.seen_exactly,
-                host_hit=lambda value: (
-                    index.host_hit(value) if argshapes.names_a_network_host(value) else None
-                ),
-                key_hit=index.key_hit,
-                what="reading",
-            )
-            verdict = self._unless_blind(call, verdict, "resource reads")
-        else:
-            verdict = sinkgate.send_verdict(
-                call.arguments,
-                tool=call.tool,
-                sink_params=(),
-                trust=trust,
-                lookup=index.lookup,
-                on_tainted="deny",
-                on_tainted_identity=self.policy.settings.on_tainted_identity,
-            )
-            if verdict.verdict != "deny" and verdict.rule not in ("sink.tainted_identity", "sink.evicted"):
-                verdict = Verdict(
-                    "allow",
-                    "message.no_tainted_destination",
-                    "no destination in it appeared in untrusted output",
-                    destination=verdict.destination,
-                    parameter=verdict.parameter,
-                )
-        verdict = self._use_once_grant(call, verdict, events, now)
-        return dataclasses.replace(verdict, reason=f"{label} {call.tool}: {verdict.reason}")
-
-    def _unless_blind(self, call: ToolCall, verdict: Verdict, what: str) -> Verdict:
-        """An allowed fetch becomes an ask once an output of the scope could not be indexed."""
-        if verdict.verdict != "allow" or self.scope_key(call.session, call.server.name) not in self.blind:
-            return verdict
-        return Verdict(
-            "ask",
-            "fetch.blind",
-            f"an earlier output of this session could not be checked for planted destinations, "
-            f"so {what} need a person",
-            destination=verdict.destination,
-        )
-
-    def _session_trust(self, call: ToolCall) -> sinkgate.Trust:
+    def session_trust(self, call: ToolCall) -> sinkgate.Trust:
         """What trusts a destination of a request that no tool rule covers: vouched and approved ones,
         except those the managed policy's deny_trust names (`trust_denied`)."""
         vouched = (d for d in self.session(call.session).vouched if not self.trust_denied(typed.unmarked(d)))
@@ -828,57 +456,11 @@ class Engine:
 
 
 @dataclass(frozen=True)
-class Gate:
-    """One step of the decision after the pin: `concerns` says whether it can have anything to say
-    about a call of this tool with arguments of these names (a question of the rule, the tool's name
-    and the argument names alone, never of the state or of the values); `check` decides the call.
-    `concerns` must only grow with the names (the fast path, fastpath.py, asks it with every name the
-    tool may be called with). `decide` runs `check` only where `concerns` holds, so a gate that does
-    not concern a tool cannot object to it, and a gate added to `GATES` keeps the tools it concerns
-    off the fast path without a second copy of its rule."""
+class _SpendsInto:
+    """`gates.OnceGrants` for one decision: a grant spent is applied and added to its events."""
 
-    name: str
-    concerns: Callable[[ToolRule, str, Collection[str]], bool]
-    check: Callable[[Engine, ToolCall, ToolRule, list[Event], float], Verdict | None]
+    engine: Engine
+    events: list[Event]
 
-
-# The order of the steps after the pin (docs/how-it-works.md, "The decision"): one row per gate.
-GATES: Final[tuple[Gate, ...]] = (
-    Gate(
-        "budget",
-        lambda rule, tool, names: rule.max_calls is not None,
-        lambda engine, call, rule, events, now: (
-            engine._check_budget(call, rule)
-            or restricted.budget(engine.restriction, call.tool, rule.max_calls)
-        ),
-    ),
-    Gate(
-        "constraints",
-        lambda rule, tool, names: bool(rule.allowed_path_prefixes or rule.arg_patterns),
-        lambda engine, call, rule, events, now: engine._check_constraints(call, rule),
-    ),
-    Gate(
-        # The sink gate, then what a consequential call's values came from, and a path into a key
-        # directory named by any call that does not only read (`_check_consequence`).
-        "sinks and consequences",
-        lambda rule, tool, names: (
-            rule.exfiltrating or consequence.of(rule) is not None or argshapes.carries_destinations(tool)
-        ),
-        lambda engine, call, rule, events, now: engine._check_consequence(call, rule, events, now),
-    ),
-    Gate(
-        "programs",
-        lambda rule, tool, names: not rule.exfiltrating and any(argshapes.names_a_program(n) for n in names),
-        lambda engine, call, rule, events, now: engine._check_programs(call, rule),
-    ),
-    Gate(
-        "carried",
-        lambda rule, tool, names: not rule.exfiltrating and argshapes.carries_destinations(tool),
-        lambda engine, call, rule, events, now: engine._check_carried(call, rule),
-    ),
-)
-
-
-def _scope_session(scope: str) -> str | None:
-    """The session a taint scope belongs to (None for the user scope)."""
-    return None if scope == USER_SCOPE else scope.split("\x00", 1)[0]
+    def use_once(self, call: ToolCall, verdict: Verdict, now: float) -> Verdict:
+        return self.engine._use_once_grant(call, verdict, self.events, now)

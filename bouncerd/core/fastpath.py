@@ -9,7 +9,7 @@ engine's `decide` is a plain allow whatever the taint, the budgets spent or the 
 shim need not wait for it: it forwards the call at once and sends the verdict record after it.
 
 `fast_tools` computes that set for one server of one session, by asking the engine's own steps:
-the pin rule (`pins.check`) and every row of `engine.GATES` through its `concerns`, the predicate
+the pin rule (`pins.check`) and every row of `gates.GATES` through its `concerns`, the predicate
 `decide` itself runs before a gate's check. No rule is restated here, so a gate added to the
 table keeps the tools it concerns off the fast path (tests/unit/test_fastpath.py holds this). For
 each tool the set also names the arguments a fast call may carry: those the tool's input schema
@@ -32,8 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from bouncerd.core import engine as engine_steps
-from bouncerd.core import pins
+from bouncerd.core import gates, pins
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import Policy
@@ -72,7 +71,7 @@ def is_fast(
     if pins.check(sp, probe) is not None:
         return False
     rule = engine.rule_for(server, tool, policy)
-    return not any(gate.concerns(rule, tool, names) for gate in engine_steps.GATES)
+    return not any(gate.concerns(rule, tool, names) for gate in gates.GATES)
 
 
 def fast_tools(engine: Engine, server: ServerIdentity, policy: Policy) -> FastTools:

@@ -37,20 +37,16 @@ from typing import Any, Literal
 import yaml
 
 from bouncerd.core import consequence, fallback, packs
-from bouncerd.core.constraints import collapse, path_problem
 from bouncerd.core.exportconf import ExportConfig, parse_export
+from bouncerd.core.policy_entries import parse_destinations, parse_domains, parse_tools
 from bouncerd.core.rules import (
-    CONSEQUENCES,
-    ENTRY_KEYS,
     ON_TAINTED,
-    SINK_KEYS,
-    SINK_KINDS,
     ToolEntry,
     ToolRule,
     describe,
     resolve,
 )
-from bouncerd.core.strict_yaml import Collect, Doc, parse, raise_at_once, suggest
+from bouncerd.core.strict_yaml import Doc, parse, suggest
 from bouncerd.errors import PolicyError
 
 TaintScope = Literal["session", "server", "user"]
@@ -72,7 +68,6 @@ MAX_TAINT_RETENTION_SECONDS = 365 * 86400
 
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DOMAIN = re.compile(r"[^\s/@:?#]+")
 _PACK_METHODS = ("live tools/list", "documented schema")
 
 SETTING_KEYS = (
@@ -175,167 +170,6 @@ class ServerTools:
     tools: tuple[Mapping[str, Any], ...] = ()
 
 
-# ---- parsing: tool entries ---------------------------------------------------------------------
-
-
-def _param_list(doc: Doc, node: Node, key: str) -> tuple[str, ...]:
-    out: list[str] = []
-    for value, item in doc.strings(node, key):
-        if any(not seg for seg in value.split(".")) or value != value.strip():
-            raise doc.error(item, key, f"{value!r} is not a parameter name or dotted path (a.b)")
-        out.append(value)
-    return tuple(dict.fromkeys(out))
-
-
-def _destinations(doc: Doc, node: Node, key: str) -> tuple[str, ...]:
-    out: list[str] = []
-    for value, item in doc.strings(node, key):
-        if value != value.strip():
-            raise doc.error(item, key, f"{value!r} has leading or trailing whitespace")
-        out.append(value)
-    return tuple(dict.fromkeys(out))
-
-
-def _domains(doc: Doc, node: Node, key: str) -> tuple[str, ...]:
-    out: list[str] = []
-    for value, item in doc.strings(node, key):
-        domain = value.lower().removeprefix("*.").rstrip(".")
-        if not _DOMAIN.fullmatch(domain) or "." not in domain or ".." in domain:
-            raise doc.error(
-                item,
-                key,
-                f"{value!r} is not a domain name; write the bare domain (example.com), "
-                f"which also covers its subdomains",
-            )
-        out.append(domain)
-    return tuple(dict.fromkeys(out))
-
-
-def _prefixes(doc: Doc, node: Node, key: str) -> tuple[str, ...]:
-    out: list[str] = []
-    for value, item in doc.strings(node, key):
-        problem = path_problem(value)
-        if problem is not None:
-            raise doc.error(item, key, f"path prefix {value!r} {problem}; prefixes must be absolute")
-        out.append(collapse(value))
-    return tuple(dict.fromkeys(out))
-
-
-# Python's regex compiler recurses once per nested group; a pattern for an argument needs a few levels.
-MAX_PATTERN_NESTING = 32
-_ESCAPE_OR_PAREN = re.compile(r"\\.|\[(?:\\.|[^\]\\])*\]|[()]")
-
-
-def _group_nesting(pattern: str) -> int:
-    """How deep the groups of a regex nest (escapes and character classes skipped), read before compiling."""
-    depth = deepest = 0
-    for m in _ESCAPE_OR_PAREN.finditer(pattern):
-        piece = m.group(0)
-        if piece == "(":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif piece == ")":
-            depth = max(0, depth - 1)
-    return deepest
-
-
-def _patterns(doc: Doc, node: Node, key: str) -> Mapping[str, str]:
-    out: dict[str, str] = {}
-    for name, _knode, vnode in doc.mapping(node, key, "a mapping of parameter: regex"):
-        sub = f"{key}.{name}"
-        pattern = doc.string(vnode, sub)
-        nesting = _group_nesting(pattern)
-        if nesting > MAX_PATTERN_NESTING:
-            raise doc.error(
-                vnode, sub, f"regular expression nests {nesting} groups deep (at most {MAX_PATTERN_NESTING})"
-            )
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise doc.error(vnode, sub, f"invalid regular expression {pattern!r}: {exc}") from None
-        out[name] = pattern
-    return MappingProxyType(out)
-
-
-_ENTRY_PARSERS: dict[str, Any] = {
-    "exfiltrating": Doc.boolean,
-    "sink_kind": lambda doc, node, key: doc.string(node, key, SINK_KINDS),
-    "sink_params": _param_list,
-    "trusted_destinations": _destinations,
-    "trusted_domains": _domains,
-    "write_params": _param_list,
-    "allowed_path_prefixes": _prefixes,
-    "arg_patterns": _patterns,
-    "max_calls": lambda doc, node, key: doc.integer(node, key, 0),
-    "on_tainted": lambda doc, node, key: doc.string(node, key, ON_TAINTED),
-    "untrusted_output": Doc.boolean,
-    "deletion": Doc.boolean,
-    "directory": Doc.boolean,
-    "consequence": lambda doc, node, key: doc.string(node, key, CONSEQUENCES),
-}
-assert set(_ENTRY_PARSERS) == set(ENTRY_KEYS)
-
-
-def _entry(
-    doc: Doc,
-    node: Node,
-    key: str,
-    forbidden: frozenset[str] = frozenset(),
-    each: Collect = raise_at_once,
-) -> ToolEntry:
-    """One tool entry; with a collecting `each` (`policy check`), every key's error is noted, not
-    only the first (an entry with two mistakes shows two)."""
-    values: dict[str, Any] = {}
-    nodes: dict[str, Node] = {}
-    what = "a mapping of rule keys (exfiltrating, sink_params, ...)"
-
-    def one(name: str, knode: Node, vnode: Node) -> None:
-        sub = f"{key}.{name}"
-        if name not in _ENTRY_PARSERS:
-            raise doc.error(knode, sub, "unknown key" + suggest(name, ENTRY_KEYS))
-        if name in forbidden:
-            raise doc.error(knode, sub, "not allowed in a built-in pack: trust and paths are the user's")
-        values[name] = _ENTRY_PARSERS[name](doc, vnode, sub)
-        nodes[name] = knode
-
-    for name, knode, vnode in doc.mapping(node, key, what):
-        each(partial(one, name, knode, vnode))
-    if values.get("exfiltrating") is False:
-        for name in ENTRY_KEYS:
-            if name in SINK_KEYS and name in values:
-                raise doc.error(
-                    nodes[name],
-                    f"{key}.{name}",
-                    "has no effect: this entry sets exfiltrating: false, which turns the sink gate off",
-                )
-    return ToolEntry(**values)
-
-
-def _one_tool(
-    doc: Doc,
-    entries: dict[str, ToolEntry],
-    lines: dict[str, int],
-    name: str,
-    knode: Node,
-    vnode: Node,
-    where: str,
-    forbidden: frozenset[str],
-    each: Collect = raise_at_once,
-) -> None:
-    entries[name] = _entry(doc, vnode, where, forbidden, each)
-    lines[name] = knode.start_mark.line + 1
-
-
-def _tools(
-    doc: Doc, node: Node, key: str, forbidden: frozenset[str] = frozenset(), each: Collect = raise_at_once
-) -> tuple[dict[str, ToolEntry], dict[str, int]]:
-    entries: dict[str, ToolEntry] = {}
-    lines: dict[str, int] = {}
-    for name, knode, vnode in doc.mapping(node, key, "a mapping of tool name: rule"):
-        each(partial(_one_tool, doc, entries, lines, name, knode, vnode, f"{key}.{name}", forbidden, each))
-    return entries, lines
-
-
 def _pack_names(doc: Doc, node: Node, key: str, known: Iterable[str]) -> tuple[str, ...]:
     names = tuple(known)
     out: list[str] = []
@@ -368,7 +202,7 @@ def _setting(doc: Doc, name: str, node: Node) -> Any:
     if name == "audit_arguments":
         return doc.string(node, name, AUDIT_ARGUMENTS)
     if name == "you":
-        return _destinations(doc, node, name)
+        return parse_destinations(doc, node, name)
     return doc.string(node, name, ON_TAINTED)  # on_tainted_identity
 
 
@@ -379,9 +213,9 @@ def _deny_trust(doc: Doc, node: Node, key: str, line: int) -> DenyTrust:
     got: dict[str, tuple[str, ...]] = {}
     for name, knode, vnode in doc.mapping(node, key, "a mapping with destinations: and domains:"):
         if name == "destinations":
-            got[name] = tuple(d.lower() for d in _destinations(doc, vnode, f"{key}.{name}"))
+            got[name] = tuple(d.lower() for d in parse_destinations(doc, vnode, f"{key}.{name}"))
         elif name == "domains":
-            got[name] = _domains(doc, vnode, f"{key}.{name}")
+            got[name] = parse_domains(doc, vnode, f"{key}.{name}")
         else:
             raise doc.error(knode, f"{key}.{name}", "unknown key" + suggest(name, DENY_TRUST_KEYS))
     return DenyTrust(got.get("destinations", ()), got.get("domains", ()), line)
@@ -422,7 +256,7 @@ def load_policy(
         s_packs: tuple[str, ...] = ()
         for sub, sknode, subnode in doc.mapping(snode, where, "a mapping with tools: and packs:"):
             if sub == "tools":
-                s_tools, s_lines = _tools(doc, subnode, f"{where}.tools", each=each)
+                s_tools, s_lines = parse_tools(doc, subnode, f"{where}.tools", each=each)
             elif sub == "packs":
                 s_packs = _pack_names(doc, subnode, f"{where}.packs", pack_names)
             else:
@@ -439,7 +273,7 @@ def load_policy(
         elif name == "packs":
             forced = _pack_names(doc, vnode, name, pack_names)
         elif name == "tools":
-            tools, tool_lines = _tools(doc, vnode, name, each=each)
+            tools, tool_lines = parse_tools(doc, vnode, name, each=each)
         elif name == "servers":
             for srv, _sk, snode in doc.mapping(vnode, name, "a mapping of server name: {tools, packs}"):
                 each(partial(server, srv, snode))
@@ -515,7 +349,7 @@ def load_pack(text: str, filename: str) -> Pack:
                     raise doc.error(sknode, f"match.{sub}", "unknown key" + hint)
                 got[f"match_{sub}"] = tuple(v for v, _ in doc.strings(subnode, f"match.{sub}"))
         elif name == "tools":
-            got[name] = _tools(doc, vnode, name, PACK_FORBIDDEN_KEYS)[0]
+            got[name] = parse_tools(doc, vnode, name, PACK_FORBIDDEN_KEYS)[0]
         else:
             raise doc.error(knode, name, "unknown key" + suggest(name, PACK_KEYS))
     for required in ("pack", "description", "checked_against", "tools"):

@@ -56,7 +56,7 @@ class Restriction:
 
 
 class SessionTrust(Protocol):
-    """What of a session's state only ever loosens a verdict (engine.SessionState)."""
+    """What of a session's state only ever loosens a verdict (store.SessionState)."""
 
     vouched: set[str]
     listed: dict[str, str]

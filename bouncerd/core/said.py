@@ -21,6 +21,10 @@ a name that is the whole of its line (a list item), is not *said*: it is what th
 the agent choosing from a listing is not following an instruction. Short values (a file id `13`) are
 said only in the first two positions: a number in prose (`at 13:00`, `13 people`) names nothing.
 
+The compiled build finds the candidates of an ASCII text in C (`_scan.said_candidates`, held to
+`candidates` by tests/unit/test_scanner_rewrites.py); other text, and every text without it, runs
+`candidates`. Either way the candidates are folded here, so the keys are the same.
+
 Said keys are recorded for free text only (never for identity fields), in the same index, with the
 same provenance, retention and eviction as every destination key: there is one taint system.
 """
@@ -28,15 +32,34 @@ same provenance, retention and eviction as every destination key: there is one t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import lru_cache
 from typing import Final
 
 from bouncerd.core import typed
+
+
+def _load_native_candidates() -> Callable[[str], list[str] | None] | None:
+    """The candidate scan in C (`_scan.said_candidates`, ASCII text only), built with the compiled
+    scanner (bouncerd/native.py decides if it loads)."""
+    try:
+        from bouncerd.core._scan import said_candidates
+    except ImportError:
+        return None
+    return said_candidates
+
+
+_native_candidates = _load_native_candidates()
 
 SAID_MARK: Final = "\x00said:"
 MAX_SAID_WORDS: Final = 4  # "the Riverside View Hotel": a name in a sentence is a few words long
 MAX_SAID_CHARS: Final = 80  # a longer quoted span is a quotation, not a value to type
 MIN_CODE_CHARS: Final = 6
 MAX_SAID_PER_TEXT: Final = 256  # a text that dictates more than this is a listing, not an instruction
+# Candidates recur across texts (names, the word after "no" or "number"), and folding one
+# (`typed.typed_key`: NFKC, casefold, a category per character) costs more than finding it. An entry
+# (a value of at most a few hundred characters and its key) takes well under 1 KB: a few MB at most.
+SAID_KEY_CACHE_ENTRIES: Final = 8192
 
 # Each pattern starts on a rare character or is searched only where a cheap pattern found a start:
 # Python's `re` is slow on patterns whose first character is common (see bench/taint.py).
@@ -67,6 +90,7 @@ def _whole_line(text: str, start: int, end: int) -> bool:
     return not head.strip(_LIST_MARKS) and not tail.strip(" \t.,;:!?")
 
 
+@lru_cache(maxsize=SAID_KEY_CACHE_ENTRIES)
 def said_key(value: str) -> str | None:
     """The said key an argument value would have, or None (empty, too long, or hidden characters)."""
     key = typed.typed_key(value)
@@ -75,7 +99,28 @@ def said_key(value: str) -> str | None:
 
 def said_keys(text: str) -> tuple[str, ...]:
     """The said keys of one free-text string (see the module docstring), at most `MAX_SAID_PER_TEXT`."""
+    found = _native_candidates(text) if _native_candidates is not None else None
+    if found is None:  # no C scan, or a text with non-ASCII characters
+        found = candidates(text)
+    if not found:
+        return ()  # most texts: nothing said, and no copy of the text stripped
     whole = text.strip()
+    out: dict[str, None] = {}
+    for value in dict.fromkeys(found):  # fold each candidate once
+        if value == whole or not value:
+            continue  # the whole string of its field: listed, not said
+        key = said_key(value)
+        if key is not None:
+            out[key] = None
+            if len(out) >= MAX_SAID_PER_TEXT:
+                break
+    return tuple(out)
+
+
+def candidates(text: str) -> list[str]:
+    """The values one text says, unfolded, in the order found: quoted spans, the values after id words
+    and after `#`, capitalised runs and code-like words. The compiled build runs the same scan in C for
+    ASCII text (`_scan.said_candidates`, one pass of C per position kind instead of Python loops)."""
     found: list[str] = []
     for m in _QUOTED.finditer(text) if any(q in text for q in _OPENING_QUOTES) else ():
         a = m.start()
@@ -111,13 +156,4 @@ def said_keys(text: str) -> tuple[str, ...]:
                 if b + 1 < len(chunk) and chunk[b] == "." and chunk[b + 1].isalnum():
                     continue
                 found.append(word)
-    out: dict[str, None] = {}
-    for value in dict.fromkeys(found):  # fold each candidate once
-        if value == whole or not value:
-            continue  # the whole string of its field: listed, not said
-        key = said_key(value)
-        if key is not None:
-            out[key] = None
-            if len(out) >= MAX_SAID_PER_TEXT:
-                break
-    return tuple(out)
+    return found

@@ -1,4 +1,4 @@
-"""Taint index: which destinations have appeared in untrusted output, where, and in which field.
+"""Taint extraction: the keys of untrusted output, where each was seen, and in which field.
 
 Theory of operation
 -------------------
@@ -14,22 +14,8 @@ unknown, and all unstructured text). An identity value is also indexed whole (`"
 A text item that repeats `structuredContent` as JSON is not walked twice. Image and audio data are
 not read (text inside an image is not seen).
 
-`TaintIndex` maps each key to the provenance to show for it: the first free-text sighting if there
-is one (a planted address is refused), else the first identity sighting (a sender is asked about).
-Provenance objects are interned, so the per-key cost is one dict slot and the key string. A lookup
-canonicalises the destination (`canon.canonicalize`) and probes a handful of keys: its cost does not
-depend on how much output was recorded.
-
-Memory bound: at most `max_keys` live keys (default `MAX_KEYS`). Past it the oldest keys (by first
-sighting) are evicted in batches into `EvictedFilter`, a Bloom filter over 64-bit hashes of the keys
-(`EVICTED_FILTER_BITS`, allocated at the first eviction). A lookup of an evicted key answers
-"evicted" (the engine asks, never allows). The filter never forgets: past its design capacity
-(`EVICTED_FILTER_CAPACITY` keys at about 1% false positives) its false-positive rate rises, so more
-never-seen destinations answer "evicted" (ask instead of unproven-ask for sends, ask instead of allow
-for fetches). Memory stays fixed; a deny can turn into an ask, never into an allow.
-
-Retention: `expire_before` forgets keys first seen before a cutoff (the engine passes `now` less the
-policy's `taint_retention`); `oldest` says cheaply whether there is anything to forget.
+The keys and their provenance are recorded in a `TaintIndex` (`taint_index`: the store, its memory
+bound, eviction and retention, and the lookups), which this module re-exports with the record types.
 
 An address seen in free text also records its domain as a host (`domain_keys`, `DOMAIN_PREFIX`): a
 lookup of a host probes it, and of a URL or host destination also its parent domains (`host_probes`),
@@ -49,35 +35,70 @@ turn a deny into an ask (never into an allow).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from itertools import islice, pairwise
-from typing import Any, NamedTuple
+from itertools import pairwise
+from typing import Any
 
 import yaml
 
-from bouncerd.core import canon, fold, said, shapes, tokens
+from bouncerd.core import fold, said, shapes, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.shapes import DOMAIN_PREFIX, domain_keys
+from bouncerd.core.taint_index import (
+    EVICT_BATCH_DIVISOR,
+    EVICTED_FILTER_BITS,
+    EVICTED_FILTER_CAPACITY,
+    EVICTED_FILTER_HASHES,
+    MAX_INTERNED,
+    MAX_KEYS,
+    MAX_PARENT_LABELS,
+    MIN_DESTINATION_CHARS,
+    EvictedFilter,
+    Hit,
+    TaintIndex,
+    TokenRecord,
+    decode_records,
+    destination_tokens,
+    encode_records,
+    host_probes,
+)
 
-MIN_DESTINATION_CHARS = shapes.MIN_KEY_CHARS  # shorter destinations are never tainted
+# The index and the record types, for the callers that read output and record it in one place.
+__all__ = [
+    "DOMAIN_PREFIX",
+    "EVICTED_FILTER_BITS",
+    "EVICTED_FILTER_CAPACITY",
+    "EVICTED_FILTER_HASHES",
+    "EVICT_BATCH_DIVISOR",
+    "MAX_INTERNED",
+    "MAX_KEYS",
+    "MAX_PARENT_LABELS",
+    "MIN_DESTINATION_CHARS",
+    "EvictedFilter",
+    "Hit",
+    "Seams",
+    "Source",
+    "TaintIndex",
+    "TokenRecord",
+    "decode_records",
+    "destination_tokens",
+    "domain_keys",
+    "encode_records",
+    "extract",
+    "field_is_identity",
+    "host_probes",
+    "output_edges",
+    "parse_structured",
+]
+
 # An address cut between two text blocks, or between two consecutive outputs of one server, is read
 # from this many characters on each side of the cut (an e-mail address has at most 254).
 SEAM_CHARS = 256
 MAX_SEAM_SCOPES = 4096  # scopes whose last tail is kept (least recently used out): about 2 MB
-MAX_PARENT_LABELS = 12  # labels of a host read for planted parent domains (a DNS name has at most 127)
-# About 165 bytes a key (the key string, its dict slot, a share of a provenance), so ~330 MB at the
-# bound, reached after roughly 600 MB of mail-like output in one scope. Past it the oldest are evicted.
-MAX_KEYS = 2_000_000
-EVICT_BATCH_DIVISOR = 16  # evict 1/16 of the keys at once: dict front-deletion is cheap only in bulk
-EVICTED_FILTER_BITS = 1 << 27  # 16 MiB per index, allocated only once something is evicted
-EVICTED_FILTER_HASHES = 7  # optimal for ~1% false positives at EVICTED_FILTER_CAPACITY
-EVICTED_FILTER_CAPACITY = 14_000_000  # m·ln²2/ln(100): keys at which false positives reach ~1%
-MAX_INTERNED = 65_536  # distinct provenances remembered for sharing; clearing only loses sharing
 MAX_IDENTITY_VALUE_CHARS = 320  # a longer value in an identity field is prose, treated as free text
 MAX_YAML_CHARS = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
 MAX_FIELD_PATH_CHARS = 200  # deeper paths are cut: nesting must not cost quadratic memory
@@ -120,21 +141,6 @@ class Source:
     tool: str | None
     request_id: JsonRpcId
     ts: float
-
-
-class TokenRecord(NamedTuple):
-    """One key seen in one output. A tuple: thousands are made per MB, a dataclass costs 5x more."""
-
-    token: str  # a folded key (shapes.*_key), added to the index as is
-    provenance: Provenance
-
-
-@dataclass(frozen=True)
-class Hit:
-    state: str  # "tainted" (we know where) or "evicted" (we knew, and forgot where: ask, never allow)
-    provenance: Provenance | None
-    identity_only: bool  # every sighting of the matched key was in an identity field
-    key: str | None = None  # the index key that matched
 
 
 # ---- field classification --------------------------------------------------------------------------
@@ -183,6 +189,7 @@ class _Collector:
 
     def records(self) -> list[TokenRecord]:
         found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # text -> keys, domain keys
+        said_of: dict[str, tuple[str, ...]] = {}  # text -> said keys (a text repeats: a subject, a quote)
         provs: dict[tuple[str | None, bool], Provenance] = {}
         keys: dict[str, Provenance] = {}
         get = keys.get
@@ -200,8 +207,12 @@ class _Collector:
             got = both[0]
             if both[1] and not identity:
                 got = (*got, *both[1])  # a planted address's domain is a planted host
-            if not identity and (dictated := said.said_keys(text)):
-                got = (*got, *dictated)  # values the text hands its reader (`said`)
+            if not identity:
+                dictated = said_of.get(text)
+                if dictated is None:
+                    dictated = said_of[text] = said.said_keys(text)
+                if dictated:
+                    got = (*got, *dictated)  # values the text hands its reader (`said`)
             if identity:
                 if len(text) > MAX_IDENTITY_VALUE_CHARS:
                     identity = False
@@ -553,252 +564,3 @@ class Seams:
         whole.update(domain_keys(whole))
         whole.update(said.said_keys(previous), said.said_keys(head))
         return [r for r in collector.records() if r.token not in whole]
-
-
-def encode_records(records: Iterable[TokenRecord]) -> dict[str, Any]:
-    """A compact journal form: each distinct provenance once, records point at it by index."""
-    index: dict[Provenance, int] = {}
-    # Interned provenances are shared: hash each object once. The entry keeps the object alive, so its
-    # id cannot be reused by another provenance during this call.
-    by_id: dict[int, tuple[Provenance, int]] = {}
-    rows: list[list[Any]] = []
-    for token, prov in records:
-        entry = by_id.get(id(prov))
-        if entry is None:
-            entry = by_id[id(prov)] = (prov, index.setdefault(prov, len(index)))
-        rows.append([token, entry[1]])
-    return {"sources": [p.as_dict() for p in index], "records": rows}
-
-
-def decode_records(data: Mapping[str, Any]) -> list[TokenRecord]:
-    provs = [Provenance(**p) for p in data["sources"]]
-    return [TokenRecord(tok, provs[i]) for tok, i in data["records"]]
-
-
-def destination_tokens(value: str) -> list[str]:
-    """The destinations inside one argument string: the value itself if it is one destination, else
-    the value and every destination token in it (each is a valid `TaintIndex.lookup` argument)."""
-    c = canon.canonicalize(value)
-    if c.kind != "text":
-        return [value]
-    return [p for p in c.probes if len(p) >= MIN_DESTINATION_CHARS]
-
-
-def host_probes(hosts: Iterable[str], *, parents: bool) -> list[str]:
-    """The extra keys a host is looked up under: the domain key of each host and, with `parents`, each
-    parent domain of two labels or more (`a.b.evil.example`: `b.evil.example`, `evil.example`) as a host
-    and as a domain key. IP literals have no parents."""
-    out: list[str] = []
-    for host in hosts:
-        out.append(DOMAIN_PREFIX + host)
-        if not parents or host.startswith("[") or host[-1:].isdigit():
-            continue
-        labels = host.split(".")[-MAX_PARENT_LABELS:]
-        for i in range(1, len(labels) - 1):
-            parent = ".".join(labels[i:])
-            out += (parent, DOMAIN_PREFIX + parent)
-    return out
-
-
-# ---- the index -------------------------------------------------------------------------------------
-
-
-class EvictedFilter:
-    """A Bloom filter over 64-bit hashes of evicted keys: fixed memory, no false negatives."""
-
-    def __init__(self, bits: int, hashes: int = EVICTED_FILTER_HASHES) -> None:
-        if bits < 64 or bits & (bits - 1):
-            raise ValueError("filter size must be a power of two of at least 64 bits")
-        self.bits = bits
-        self.hashes = hashes
-        self.count = 0
-        self.array = bytearray(bits // 8)
-
-    def _hashes(self, key: str) -> tuple[int, int]:
-        digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
-
-    def add(self, key: str) -> None:
-        h1, h2 = self._hashes(key)
-        arr, mask = self.array, self.bits - 1
-        for i in range(self.hashes):
-            pos = (h1 + i * h2) & mask
-            arr[pos >> 3] |= 1 << (pos & 7)
-        self.count += 1
-
-    def __contains__(self, key: str) -> bool:
-        h1, h2 = self._hashes(key)
-        arr, mask = self.array, self.bits - 1
-        for i in range(self.hashes):
-            pos = (h1 + i * h2) & mask
-            if not arr[pos >> 3] & (1 << (pos & 7)):
-                return False  # most misses stop at the first or second bit
-        return True
-
-    def export(self) -> bytes:
-        header = self.bits.to_bytes(8, "big") + self.hashes.to_bytes(1, "big") + self.count.to_bytes(8, "big")
-        return header + bytes(self.array)
-
-    @classmethod
-    def restore(cls, data: bytes) -> EvictedFilter:
-        bits, hashes, count = int.from_bytes(data[:8], "big"), data[8], int.from_bytes(data[9:17], "big")
-        if len(data) != 17 + bits // 8:
-            raise ValueError("evicted filter state has the wrong length")
-        f = cls(bits, hashes)
-        f.array[:] = data[17:]
-        f.count = count
-        return f
-
-
-class TaintIndex:
-    def __init__(self, max_keys: int = MAX_KEYS, evicted_filter_bits: int = EVICTED_FILTER_BITS) -> None:
-        if max_keys < 1:
-            raise ValueError("max_keys must be positive")
-        self.max_keys = max_keys
-        self._filter_bits = evicted_filter_bits
-        self._live: dict[str, Provenance] = {}
-        self._evicted: EvictedFilter | None = None
-        self._interned: dict[Provenance, Provenance] = {}
-        self._oldest = float("inf")  # no live key was first seen before this (a lower bound)
-
-    def __len__(self) -> int:
-        return len(self._live)
-
-    @property
-    def evicted(self) -> int:
-        """How many keys were evicted to the filter (their provenance is gone)."""
-        return self._evicted.count if self._evicted is not None else 0
-
-    def _intern(self, prov: Provenance) -> Provenance:
-        interned = self._interned
-        if len(interned) < MAX_INTERNED:
-            return interned.setdefault(prov, prov)  # one hash (a dataclass hashes in Python)
-        got = interned.get(prov)
-        if got is None:
-            interned.clear()
-            got = interned[prov] = prov
-        return got
-
-    def add(self, records: Iterable[TokenRecord]) -> int:
-        """Record keys (from `extract`, or replayed from the journal); returns how many were new."""
-        live = self._live
-        get = live.get
-        room = self.max_keys - len(live)  # new keys before the next eviction
-        added = 0
-        last_in: Provenance | None = None
-        shared: Provenance  # the interned `last_in`, set with it
-        for key, prov in records:
-            old = get(key)
-            if old is None:
-                if len(key) < MIN_DESTINATION_CHARS:
-                    continue  # (never live: only this method adds keys)
-                if prov is not last_in:
-                    last_in, shared = prov, self._intern(prov)
-                    self._oldest = min(self._oldest, prov.ts)
-                live[key] = shared
-                added += 1
-                room -= 1
-                if room < 0:
-                    self._evict()
-                    room = self.max_keys - len(live)
-            elif old.identity and not prov.identity:
-                if prov is not last_in:
-                    last_in, shared = prov, self._intern(prov)
-                    self._oldest = min(self._oldest, prov.ts)
-                live[key] = shared  # a free-text sighting outranks an identity one; order kept
-        return added
-
-    def _evict(self) -> None:
-        if self._evicted is None:
-            self._evicted = EvictedFilter(self._filter_bits)
-        batch = list(islice(self._live, max(1, self.max_keys // EVICT_BATCH_DIVISOR)))
-        for key in batch:
-            del self._live[key]
-            self._evicted.add(key)
-
-    @property
-    def oldest(self) -> float:
-        """No live key was first seen before this (inf when there are none): `expire_before` below it
-        is a no-op, so it is cheap to ask whether retention has anything to do."""
-        return self._oldest if self._live else float("inf")
-
-    def expire_before(self, cutoff: float) -> int:
-        """Forget every live key whose provenance is older than `cutoff` (`taint_retention`); returns how
-        many. A forgotten key is unseen again (a send to it is asked as unproven, a fetch of it judged
-        as one of a host never seen): that is what a retention period chosen in the policy means.
-        Evicted keys stay in the filter (it cannot forget one key)."""
-        if self.oldest >= cutoff:
-            return 0
-        old = [key for key, prov in self._live.items() if prov.ts < cutoff]
-        for key in old:
-            del self._live[key]
-        self._oldest = min((prov.ts for prov in self._live.values()), default=float("inf"))
-        self._interned.clear()  # provenances of forgotten keys must not stay reachable through it
-        return len(old)
-
-    def items(self) -> Iterator[tuple[str, Provenance]]:
-        return iter(self._live.items())
-
-    def export_evicted(self) -> bytes | None:
-        """The evicted-key filter, for a snapshot (None when nothing was evicted)."""
-        return self._evicted.export() if self._evicted is not None else None
-
-    def import_evicted(self, data: bytes) -> None:
-        self._evicted = EvictedFilter.restore(data)
-
-    def _probe(self, probes: Iterable[str]) -> Hit | None:
-        live = self._live
-        identity_hit: Hit | None = None
-        usable = [k for k in probes if len(k) >= MIN_DESTINATION_CHARS]
-        for key in usable:
-            prov = live.get(key)
-            if prov is not None:
-                if not prov.identity:
-                    return Hit("tainted", prov, False, key)
-                if identity_hit is None:
-                    identity_hit = Hit("tainted", prov, True, key)
-        if identity_hit is not None:
-            return identity_hit
-        if self._evicted is not None:
-            for key in usable:
-                if key in self._evicted:
-                    return Hit("evicted", None, False, key)
-        return None
-
-    def key_hit(self, key: str) -> Hit | None:
-        """Whether one index key (already folded, e.g. from `sinkgate.carried_keys`) appeared; a host
-        also as the domain of a planted address."""
-        if "@" in key or "/" in key or key[:1] == shapes.EXACT_PREFIX:
-            return self._probe((key,))
-        return self._probe((key, DOMAIN_PREFIX + key))
-
-    def lookup(self, destination: str) -> Hit | None:
-        """Whether one destination value appeared in untrusted output (see `canon.canonicalize`). A host
-        (of a URL or a host destination) is also looked up as the domain of a planted address, and so
-        are its parent domains, as hosts and as such domains: `<data>.evil.example` is a host under a
-        planted one."""
-        c = canon.canonicalize(destination)
-        if not c.hosts:
-            return self._probe(c.probes)
-        return self._probe((*c.probes, *host_probes(c.hosts, parents=True)))
-
-    def seen_exactly(self, destination: str) -> bool:
-        """The destination as a whole appeared: a host or an address as its key, a URL byte for byte
-        as written, but for the case of its scheme and host (`shapes.exact_url_key`: a case, an
-        escape, a slash or a userinfo the wide key folds away could carry data to the host that
-        planted it)."""
-        c = canon.canonicalize(destination)
-        if c.kind == "text" or len(c.key) < MIN_DESTINATION_CHARS or c.key not in self._live:
-            return False
-        if c.kind != "url":
-            return True
-        exact = shapes.exact_url_key(destination.strip())
-        return exact is not None and exact in self._live
-
-    def host_hit(self, destination: str) -> Hit | None:
-        """Whether the host of a URL destination appeared (any destination that is not a URL or a
-        host is looked up whole)."""
-        c = canon.canonicalize(destination)
-        if not c.hosts:
-            return self._probe(c.probes)
-        return self._probe((*c.hosts, *host_probes(c.hosts, parents=False)))

@@ -29,7 +29,6 @@ decode to ASCII) this module fails if *either* fails, and it fails on joiners it
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -73,12 +72,12 @@ class Url:
 
 # --- input clean-up and percent-encoding -------------------------------------------------------------
 
-_C0_OR_SPACE = "".join(chr(c) for c in range(0x21))
-_TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
+C0_OR_SPACE = "".join(chr(c) for c in range(0x21))
+TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):")
-_AUTHORITY_END = re.compile(r"[/?#]")
-_AUTHORITY_END_SPECIAL = re.compile(r"[/\\?#]")
+AUTHORITY_END = re.compile(r"[/?#]")
+AUTHORITY_END_SPECIAL = re.compile(r"[/\\?#]")
 _SPECIAL_PATH_SEPARATOR = re.compile(r"[/\\]")
 _PORT = re.compile(r"[0-9]*")
 _ASCII_DIGITS = re.compile(r"[0-9]+")
@@ -93,7 +92,7 @@ _USERINFO_SET = re.compile(r'[\x00-\x20"#/:;<=>?@\[\\\]^`{|}\x7f-\U0010ffff]+')
 
 _FORBIDDEN_HOST = re.compile(r"[\x00\t\n\r #/:<>?@\[\\\]^|]")
 _FORBIDDEN_DOMAIN = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f-\U0010ffff]")
-_PERCENT_BYTE = re.compile(rb"%([0-9A-Fa-f]{2})")
+PERCENT_BYTE = re.compile(rb"%([0-9A-Fa-f]{2})")
 
 
 def _percent_encode_run(match: re.Match[str]) -> str:
@@ -155,7 +154,7 @@ def parse(text: str) -> Url | None:
 def _parse_full(text: str) -> Url | None:
     if _SURROGATE.search(text):
         text = _to_scalar_values(text)
-    text = _TAB_OR_NEWLINE.sub("", text.strip(_C0_OR_SPACE))
+    text = TAB_OR_NEWLINE.sub("", text.strip(C0_OR_SPACE))
     m = _SCHEME.match(text)
     if m is None:
         return None  # "no scheme" without a base URL
@@ -179,7 +178,7 @@ def _parse_full(text: str) -> Url | None:
 
 
 def _parse_authority(scheme: str, rest: str, start: int, special: bool) -> Url | None:
-    end_match = (_AUTHORITY_END_SPECIAL if special else _AUTHORITY_END).search(rest, start)
+    end_match = (AUTHORITY_END_SPECIAL if special else AUTHORITY_END).search(rest, start)
     end = end_match.start() if end_match else len(rest)
     authority = rest[start:end]
     username = password = ""
@@ -236,7 +235,7 @@ def _parse_file(rest: str) -> Url | None:
     path_text = rest
     if rest.startswith(("/", "\\")):
         if rest[1:2] in ("/", "\\"):
-            end_match = _AUTHORITY_END_SPECIAL.search(rest, 2)
+            end_match = AUTHORITY_END_SPECIAL.search(rest, 2)
             end = end_match.start() if end_match else len(rest)
             buffer = rest[2:end]
             if _is_windows_drive_letter(buffer):
@@ -361,20 +360,20 @@ def parse_host(text: str, special: bool = True) -> str | None:
     ascii_domain = domain_to_ascii(domain)
     if not ascii_domain or _FORBIDDEN_DOMAIN.search(ascii_domain):
         return None
-    if _ends_in_number(ascii_domain):
+    if ends_in_number(ascii_domain):
         return _parse_ipv4(ascii_domain)
     return ascii_domain
 
 
 def _percent_decode(text: str) -> str | None:
-    raw = _PERCENT_BYTE.sub(lambda m: bytes((int(m.group(1), 16),)), text.encode("utf-8"))
+    raw = PERCENT_BYTE.sub(lambda m: bytes((int(m.group(1), 16),)), text.encode("utf-8"))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return None  # decoding would yield U+FFFD, which IDNA disallows
 
 
-def _ends_in_number(domain: str) -> bool:
+def ends_in_number(domain: str) -> bool:
     parts = domain.split(".")
     if parts[-1] == "":
         if len(parts) == 1:
@@ -523,102 +522,3 @@ def _serialize_ipv6(address: Sequence[int]) -> str:
     head = ":".join(f"{v:x}" for v in address[:best_start])
     tail = ":".join(f"{v:x}" for v in address[best_start + best_len :])
     return head + "::" + tail
-
-
-# --- quirks ------------------------------------------------------------------------------------------
-
-_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_QUIRK_SPLIT = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):(.*)", re.DOTALL)
-_LABEL_SEPARATOR = re.compile(r"[.\u3002\uff0e\uff61]")
-# Scripts that UTS #39's "highly restrictive" level lets share a label with each other and with Latin.
-_HAN_FAMILY = frozenset({"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "BOPOMOFO"})
-
-
-# What `quirks` can report, in the order it reports them.
-QUIRK_NAMES = (
-    "backslash", "tab_or_newline", "c0_or_space_trimmed", "userinfo", "percent_in_host",
-    "ipv4_non_decimal", "ipv4_short_form", "control_character", "mixed_scripts", "non_ascii_host",
-    "trailing_dot", "empty_label", "at_in_path_or_query",
-)  # fmt: skip
-
-
-def _letter_scripts(label: str) -> set[str]:
-    scripts: set[str] = set()
-    for c in unicodedata.normalize("NFKC", label):
-        if c.isascii():
-            if c.isalpha():
-                scripts.add("LATIN")
-        elif unicodedata.category(c) in ("Lu", "Ll", "Lt", "Lo"):
-            word = unicodedata.name(c, "").split(" ", 1)[0]
-            scripts.add("HAN" if word in _HAN_FAMILY else word)
-    return scripts
-
-
-def _mixes_scripts(label: str) -> bool:
-    scripts = _letter_scripts(label)
-    return len(scripts) > 1 and not scripts <= {"HAN", "LATIN"}
-
-
-def quirks(text: str) -> tuple[str, ...]:
-    """The ambiguity features of a raw URL (see the names below), for rules and reports; never fails."""
-    found: set[str] = set()
-    if "\\" in text:
-        found.add("backslash")
-    if _TAB_OR_NEWLINE.search(text):
-        found.add("tab_or_newline")
-    if text and (text[0] <= " " or text[-1] <= " "):
-        found.add("c0_or_space_trimmed")
-    if _CONTROL_CHARACTER.search(text):
-        found.add("control_character")
-    m = _QUIRK_SPLIT.match(_TAB_OR_NEWLINE.sub("", text.strip(_C0_OR_SPACE)))
-    if m is not None:
-        special = m.group(1).lower() in SPECIAL_SCHEMES
-        rest = m.group(2)
-        if special:
-            rest = rest.lstrip("/\\")
-        elif rest.startswith("//"):
-            rest = rest[2:]
-        else:
-            rest = ""
-            if "@" in m.group(2):
-                found.add("at_in_path_or_query")
-        end = (_AUTHORITY_END_SPECIAL if special else _AUTHORITY_END).search(rest)
-        authority, after = (rest[: end.start()], rest[end.start() :]) if end else (rest, "")
-        if "@" in after:
-            found.add("at_in_path_or_query")
-        if "@" in authority:
-            found.add("userinfo")
-            authority = authority.rpartition("@")[2]
-        host = authority.split("]", 1)[0] + "]" if authority.startswith("[") else authority.split(":", 1)[0]
-        _host_quirks(host, found)
-    return tuple(name for name in QUIRK_NAMES if name in found)
-
-
-def _host_quirks(host: str, found: set[str]) -> None:
-    if not host or host.startswith("["):
-        return
-    if "%" in host:
-        found.add("percent_in_host")
-        host = _PERCENT_BYTE.sub(
-            lambda m: bytes((int(m.group(1), 16),)), host.encode("utf-8", "replace")
-        ).decode("utf-8", "replace")
-    labels = _LABEL_SEPARATOR.split(host)
-    if len(labels) > 1 and labels[-1] == "":
-        found.add("trailing_dot")
-    if "" in labels[:-1]:
-        found.add("empty_label")
-    if not host.isascii():
-        found.add("non_ascii_host")
-        if any(_mixes_scripts(label) for label in labels):
-            found.add("mixed_scripts")
-    lowered = ".".join(labels).lower()
-    if not lowered.isascii():
-        lowered = unicodedata.normalize("NFKC", lowered)
-    if lowered.isascii() and _ends_in_number(lowered):
-        parts = lowered.split(".")
-        if parts[-1] == "" and len(parts) > 1:
-            parts.pop()
-        if any(len(p) > 1 and p[0] == "0" for p in parts):
-            found.add("ipv4_non_decimal")
-        if len(parts) < 4:
-            found.add("ipv4_short_form")

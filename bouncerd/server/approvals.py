@@ -3,9 +3,10 @@
 Theory of operation
 -------------------
 `bouncerd.core.decision.Decider` decides every ask, answer, retry and grant; this desk carries its
-decisions: it journals their events (so open codes and grants survive a crash), writes their audit
-records, notifies a person, edits policy.yaml for an "always" answer, and shapes the replies. It also
-holds the daemon secret and the settings read at start. The wire protocol is written down in
+decisions: it hands their events and audit records to the one verdict path
+(`bouncerd.server.verdicts.VerdictPath`, which journals them, so open codes and grants survive a
+crash, and audits them), notifies a person, edits policy.yaml for an "always" answer, and shapes the
+replies. It also holds the daemon secret and the settings read at start. The wire protocol is written down in
 docs/dev/approvals-protocol.md; in short:
 
 - **ask** (`Decider.decide_call`, for the ``verdict`` op): every ask mints a one-time code (or reuses the one
@@ -49,8 +50,8 @@ import anyio
 
 from bouncerd import wire
 from bouncerd.core import approvals as ap
-from bouncerd.core.decision import CHANNEL_ELICITATION, Ask, Decider, Decision
-from bouncerd.core.events import EngineEvent
+from bouncerd.core.decision import Decider
+from bouncerd.core.decision_types import CHANNEL_ELICITATION, Ask, Decision
 from bouncerd.errors import PolicyError
 from bouncerd.server import allowlist, verdicts
 from bouncerd.server.caller import Caller
@@ -69,8 +70,6 @@ EXPIRY_TICK_SECONDS = 5.0
 # lives for approval_timeout); this bounds the memory an agent asking in a loop can make us hold.
 MAX_REMEMBERED_ARGUMENTS = 256
 
-Journal = Callable[[Sequence[EngineEvent]], None]  # append engine events to the journal
-Audit = Callable[[dict[str, Any], float], None]  # `AuditLog.append`
 Reload = Callable[[], str | None]  # reload policy.yaml: None, or why it failed
 
 
@@ -110,16 +109,12 @@ class ApprovalDesk:
     def __init__(
         self,
         decider: Decider,
-        journal: Journal,
-        audit: Audit,
-        audit_arguments: Callable[[], str],
+        path: verdicts.VerdictPath,
         policy_path: Path,
         reload: Reload,
     ) -> None:
         self.decider = decider
-        self.journal = journal
-        self.audit = audit
-        self.audit_arguments = audit_arguments  # the policy setting, read per record (a reload may change it)
+        self.path = path  # journals and audits every decision carried here
         self.policy_path = policy_path
         self.reload = reload
         self.notifier = Notifier(None)
@@ -169,8 +164,9 @@ class ApprovalDesk:
     # ---- carrying a decision -------------------------------------------------------------------
 
     def carry(self, decision: Decision, now: float) -> Decision:
-        """Journal a decision's events, write its audit records and notify for a new code; an "always"
-        answer is finished here, once its policy edit was made. Returns the final decision."""
+        """Settle a decision on the verdict path (its events journaled, its records audited) and notify
+        for a new code; an "always" answer is finished here, once its policy edit was made. Returns
+        the final decision."""
         self._carry(decision, now)
         edit = decision.policy_edit
         if edit is None:
@@ -182,10 +178,7 @@ class ApprovalDesk:
         return final
 
     def _carry(self, decision: Decision, now: float) -> None:
-        if decision.events:
-            self.journal(decision.events)
-        for fields in decision.records:
-            self.audit(fields, now)
+        self.path.settle(decision.events, decision.records, now)
         opened = decision.opened
         if opened is not None:
             b = opened.binding
@@ -276,7 +269,7 @@ class ApprovalDesk:
             channel=CHANNEL_ELICITATION,
             extra={"code": code, "expires": still.expires} if still is not None else {},
         )
-        return verdicts.deliver(rid, judged, self.audit, self.audit_arguments(), now)
+        return self.path.deliver(rid, judged, now)
 
     # ---- bouncerctl ----------------------------------------------------------------------------
 

@@ -69,6 +69,7 @@ from bouncerd.auditfiles import chain_files as chain_files  # also named here: t
 from bouncerd.auditfiles import predecessors as predecessors
 from bouncerd.auditfiles import rotated_path
 from bouncerd.core import audit as chainlib
+from bouncerd.core.auditrecords import DIGEST_FIELD, RECORD_FIELDS, AnyRecord, EventRecord
 
 log = logging.getLogger("bouncerd")
 
@@ -87,25 +88,6 @@ ROTATE_RETRY_BYTES = 1024 * 1024
 # Reading the tail backwards in slices of this size finds the start of the last line without reading
 # a large log whole.
 TAIL_CHUNK_BYTES = 64 * 1024
-
-# With `audit_arguments: digest` a record carries this instead of `arguments` (and no `arguments`).
-DIGEST_FIELD = "arguments_sha256"
-
-# Every record carries these fields, in this order (absent values are null), so readers see one shape.
-RECORD_FIELDS = (
-    "ts",
-    "session",
-    "client",
-    "server",
-    "request_id",
-    "tool",
-    "arguments",
-    "verdict",
-    "rule",
-    "reason",
-    "destination",
-    "provenance",
-)
 
 
 def utc_iso(ts: float) -> str:
@@ -205,20 +187,18 @@ class AuditLog:
             # A rotation renamed the old file but died before the new one got its first record.
             log.append(_rotation_record(path), now)
         if repair is not None:
-            log.append(
-                {
-                    "verdict": None,
-                    "rule": chainlib.REPAIRED_RULE,
-                    "reason": (
-                        f"the last line of the audit log was torn (an interrupted write); "
-                        f"moved {repair.moved_bytes} bytes to {repair.aside.name}"
-                    ),
-                },
-                now,
-            )
+            repaired: EventRecord = {
+                "verdict": None,
+                "rule": chainlib.REPAIRED_RULE,
+                "reason": (
+                    f"the last line of the audit log was torn (an interrupted write); "
+                    f"moved {repair.moved_bytes} bytes to {repair.aside.name}"
+                ),
+            }
+            log.append(repaired, now)
         return log, repair
 
-    def append(self, fields: dict[str, Any], now: float) -> dict[str, Any]:
+    def append(self, fields: AnyRecord, now: float) -> dict[str, Any]:
         """Write one record (fields not given are null); return it as written, with prev and hash."""
         record: dict[str, Any] = {}
         for name in RECORD_FIELDS:
@@ -232,7 +212,8 @@ class AuditLog:
                 record[name] = value
         self._check_still_ours(now)
         if self._gap_pending is not None and fields.get("rule") != GAP_RULE:
-            self.append({"verdict": None, "rule": GAP_RULE, "reason": self._gap_pending}, now)
+            gap: EventRecord = {"verdict": None, "rule": GAP_RULE, "reason": self._gap_pending}
+            self.append(gap, now)
         chained = chainlib.chain(record, self.head)
         line = chainlib.encode_line(chained)
         written = os.write(self._fd, line)
@@ -279,7 +260,8 @@ class AuditLog:
         self.gaps.append(Gap(why, aside))
         log.error("audit: %s", why)
         self._gap_pending = why  # written before any other record, even if this write fails
-        self.append({"verdict": None, "rule": GAP_RULE, "reason": why}, now)
+        gap: EventRecord = {"verdict": None, "rule": GAP_RULE, "reason": why}
+        self.append(gap, now)
 
     def rotate(self, now: float) -> None:
         """Move the live file to ``.1`` (shifting older ones) and continue the chain in a new file."""
@@ -362,7 +344,7 @@ def _open_live(path: Path) -> int:
     return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
 
 
-def _rotation_record(path: Path) -> dict[str, Any]:
+def _rotation_record(path: Path) -> EventRecord:
     return {
         "verdict": None,
         "rule": chainlib.ROTATED_RULE,

@@ -2,31 +2,18 @@
 
 Theory of operation
 -------------------
-`Daemon.start` replays the journal into a fresh `Engine` (and the observation queue), cuts a torn
-journal tail, opens the audit log (repairing a torn line) and is then ready to serve. `serve` accepts
-connections on a listener it is handed (bound or activated by `bouncerd/server/listener.py`); each
-connection is a `bouncerd.server.connection.Connection`, which frames, orders and dispatches
-requests through `Daemon.handlers` (op name -> handler, one entry per row of `wire.OP_TABLE` but
-hello, checked at construction by `check_handler_table`) to
-the op methods here, in `bouncerd/server/approvals.py` and in `bouncerd/server/hooks.py`. Each gets
-the collaborators it uses, never the daemon. The op methods are synchronous: they ask the core for
-the decision (`bouncerd.core.decision.Decider`, `Engine`), journal its events with one write, audit,
-and return the reply. Every verdict is made in `bouncerd/core`; this module is plumbing.
-
-Journal entries written here: ``{"k": "events", "events": [...]}`` (engine events of one op, or a slice
-of a snapshot), ``{"k": "restricted", "reason": str, "since": float}`` (the journal was found damaged:
-the engine is restricted, `bouncerd/core/restricted.py`; first in every snapshot while it lasts) and
-``{"k": "loss_accepted"}`` (a person accepted the loss) and ``{"k": "audit_head", "head": str}`` (the
-last audit hash written, in every snapshot and after every audit rotation: the audit log must still
-hold it at the next start, `bouncerd/server/audit.py`). Observation entries belong to
-`bouncerd/server/observations.py`.
-
-Compaction: once the journal holds more than `COMPACT_AFTER_BYTES` that a rewrite would drop (its
-size less the raw observations still waiting to be indexed, which a rewrite must copy), and more
-than it would copy, and at least twice the last snapshot (so a large state is not rewritten after
-every append), it is replaced by the engine's snapshot plus what the observation index still needs.
-The cost of compaction is thus always proportional to what it reclaims. Compaction runs on the event loop and
-fsyncs; it also runs at a clean shutdown (`close`).
+`Daemon.start` commits the policy, has the `Ledger` (bouncerd/server/ledger.py: the journal and the
+audit log) replay the journal into a fresh `Engine` and the observation queue, cutting a torn tail
+and repairing a torn audit line, and is then ready to serve. `serve` runs the background tasks and
+hands the listener to `bouncerd/server/serving.py`, which accepts; each connection is a
+`bouncerd.server.connection.Connection`, which frames, orders and dispatches requests through
+`Daemon.handlers` (op name -> handler, one entry per row of `wire.OP_TABLE` but hello, checked at
+construction by `check_handler_table`) to the op methods here, in `bouncerd/server/approvals.py`
+and in `bouncerd/server/hooks.py`. Each gets the collaborators it uses, never the daemon. The op
+methods are synchronous: they ask the core for the decision (`bouncerd.core.decision.Decider`,
+`Engine`); a decision leaves through the one `bouncerd.server.verdicts.VerdictPath` (its events
+journaled in one write, its audit records, the verdict's record, the reply); other ops journal and
+audit through the ledger. Every verdict is made in `bouncerd/core`; this module is plumbing.
 
 Sessions end (`sweep`, every `sessions.sweep_interval`): one whose last shim left the grace period
 ago is archived (bouncerd/server/sessions.py): the engine drops what lasts a session, its taint stays
@@ -37,15 +24,12 @@ what it keeps, unless no client is left): memory and the journal hold the live s
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import secrets
-import signal
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -53,24 +37,22 @@ import anyio.abc
 
 from bouncerd import __version__, wire
 from bouncerd.core import fastpath, pins, restricted
+from bouncerd.core.auditrecords import EventRecord, ServerEventRecord, VouchRecord
 from bouncerd.core.decision import Decider
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
 from bouncerd.core.model import ServerIdentity, ToolCall
 from bouncerd.core.policy import Policy
-from bouncerd.errors import BouncerError, PeerRejectedError, PolicyError, ProtocolError
+from bouncerd.errors import PolicyError, ProtocolError
 from bouncerd.managedpolicy import ManagedSource
 from bouncerd.paths import Paths
-from bouncerd.server import hooks, peer, verdicts
+from bouncerd.server import hooks, serving, verdicts
 from bouncerd.server.approvals import ApprovalDesk
-from bouncerd.server.audit import AuditLog
 from bouncerd.server.caller import AsyncHandler, Caller, Handler
-from bouncerd.server.connection import Connection, check_handler_table
+from bouncerd.server.connection import check_handler_table
 from bouncerd.server.export import Exporter, report_periodically
 from bouncerd.server.fastlane import FastLane
-from bouncerd.server.journal import JOURNAL_NAME, Entry, Journal
-from bouncerd.server.listener import bind_socket, socket_identity
-from bouncerd.server.observations import ObservationIndex
+from bouncerd.server.ledger import Ledger
 from bouncerd.server.policies import PolicyState, Reloader, realpath
 from bouncerd.server.questions import Wording
 from bouncerd.server.sessions import Registry, grace_seconds, sweep_interval
@@ -78,77 +60,50 @@ from bouncerd.server.unread import RESYNC_SECONDS, Peers
 
 log = logging.getLogger("bouncerd")
 
-# Compact once the journal passes this size. Raw observations make it grow by the size of upstream
-# outputs; 64 MiB bounds the replay after a crash to well under a second while compacting rarely.
-COMPACT_AFTER_BYTES = 64 * 1024 * 1024
-
-# Engine events per journal frame when writing a snapshot, so a large state never needs a frame near
-# the wire's MAX_FRAME_BYTES.
-SNAPSHOT_EVENTS_PER_FRAME = 256
-
 # After archiving, compact once a rewrite would drop this much (and, while a client is connected, twice
 # what it keeps): below it the rewrite's fsync costs more than the bytes are worth; a few client runs
 # write more.
 ARCHIVE_COMPACT_MIN_BYTES = 64 * 1024
-
-# After accept() fails (out of file descriptors, usually), wait this long before trying again, so
-# the loop does not spin while connections close and free descriptors.
-ACCEPT_RETRY_SECONDS = 0.1
-
-# A failing accept() is logged with its reason at most this often (with the count since the last
-# line): at the descriptor limit it fails ten times a second, and the log must stay readable.
-ACCEPT_LOG_INTERVAL_SECONDS = 60.0
-
-# How often the daemon checks that its socket file is still there (a person or a cleaner may delete
-# it: shims could then reach no daemon, and a new one would refuse to start while this one holds the
-# lock). Within this long of the deletion it listens on the path again.
-SOCKET_CHECK_SECONDS = 1.0
 
 
 class Daemon:
     def __init__(self, paths: Paths, socket_path: str, *, expected_uid: int, now: float) -> None:
         self.paths = paths
         self.socket_path = socket_path
-        self.expected_uid = expected_uid  # the only uid whose connections are served
         self.started = now
         self.policy = PolicyState(paths.policy)
         self.engine = Engine(resolve=realpath)
         self.registry = Registry()
-        self.observations = ObservationIndex(self.engine, self._journal_append)
+        self.ledger = Ledger(paths, self.engine)  # the journal and the audit log
+        self.observations = self.ledger.observations
         self.peers = Peers()  # every connection, for the barrier a verdict waits behind (unread.py)
-        self.observations.on_indexed = self.maybe_compact
         self.fastlane = FastLane(self.engine, lambda: self.policy.base)  # calls decided before asked
         self.decider = Decider(self.engine, Wording())  # every verdict the engine alone does not make
         # asking a person: codes, answers, approvals
-        self.approvals = ApprovalDesk(
-            self.decider,
-            self._journal_events,
-            self._audit_append,
+        # every decision's events, audit records and verdict go out through this one path
+        self.verdicts = verdicts.VerdictPath(
+            self.ledger.append_events,
+            self.ledger.audit_append,
             lambda: self.policy.base.settings.audit_arguments,
-            paths.policy,
-            self.reload,
         )
+        self.approvals = ApprovalDesk(self.decider, self.verdicts, paths.policy, self.reload)
         self.hook_ops = hooks.HookOps(
-            self.engine,
-            self.observations.accept,
-            self._audit_append,
-            lambda: self.policy.base.settings.audit_arguments,
-            self.maybe_compact,
+            self.engine, self.observations.accept, self.verdicts, self.ledger.maybe_compact
         )
         self.handlers: Mapping[str, Handler] = self._handler_table()
         self.async_handlers: Mapping[str, AsyncHandler] = self._async_handler_table()
         check_handler_table(self.handlers, self.async_handlers)
-        self.reloader = Reloader(self.policy, self._put_policy_in_force, self._audit_append)
-        self._journal: Journal | None = None
-        self._audit: AuditLog | None = None
-        self._audit_head: str | None = None  # the last audit hash the journal knows of
-        self._compact_floor = COMPACT_AFTER_BYTES
-        self._kept_bytes = 0  # what the last compaction kept
+        self.reloader = Reloader(self.policy, self._put_policy_in_force, self.ledger.audit_append)
         self.session_grace = grace_seconds(os.environ)
         self.exporter: Exporter | None = None  # audit export (`audit_export:`), if configured
-        # (device, inode) of the socket file this daemon bound (None for an activated socket, whose
-        # file belongs to the service manager): `_keep_socket` binds the path again if it goes.
-        self.own_socket: tuple[int, int] | None = None
+        self.acceptor = serving.Acceptor(
+            self,
+            self.observations,
+            self.peers,
+            self._connection_closed,
+            socket_path=socket_path,
+            expected_uid=expected_uid,
+        )
 
     def _async_handler_table(self) -> dict[str, AsyncHandler]:
         """Ops answered after awaiting work off the event loop; the connection goes on meanwhile."""
@@ -195,42 +150,11 @@ class Daemon:
         daemon.policy.managed_source = managed
         daemon.policy.commit(daemon.policy.read(), now)
         daemon.engine.set_policy(daemon.policy.base)
-        journal_path = paths.state / JOURNAL_NAME
-        journal, recovery = Journal.open(journal_path, daemon._replay)
-        daemon._journal = journal
-        daemon.observations.replay_done()
+        daemon.ledger.open(now)
         daemon.registry.adopt(daemon.engine.session_keys(), now)
         if daemon.observations.instances:  # shims were here: let them replay first (unread.py)
             daemon.peers.settle_for(RESYNC_SECONDS)
             log.info("sends wait up to %.0f s for reconnecting shims to replay what they saw", RESYNC_SECONDS)
-        (log.error if recovery.damaged else log.warning if recovery.torn_bytes else log.info)(
-            "%s", recovery.describe()
-        )
-        if recovery.damaged:
-            try:
-                daemon._enter_restricted(recovery.problem or "the journal is damaged", now)
-            except BaseException:
-                journal.close()
-                raise
-        if daemon.observations.queued:
-            log.info("journal: %d observations to index again", daemon.observations.queued)
-        try:
-            daemon._audit, repair = AuditLog.open(paths.audit, now, daemon._audit_head)
-        except BaseException:
-            journal.close()
-            raise
-        if repair is not None:
-            log.warning("audit: moved a torn last line (%d bytes) to %s", repair.moved_bytes, repair.aside)
-        daemon.audit.on_rotated = daemon._journal_audit_head
-        if recovery.damaged:
-            daemon.audit.append(
-                {
-                    "rule": "state.lost",
-                    "verdict": None,
-                    "reason": f"{recovery.describe()}; run {restricted.ACCEPT_COMMAND} once reviewed",
-                },
-                now,
-            )
         daemon._configure_export()
         try:
             daemon.approvals.open(paths.state, os.environ, now)
@@ -239,84 +163,20 @@ class Daemon:
             raise
         return daemon
 
-    def _enter_restricted(self, reason: str, now: float) -> None:
-        """The journal was damaged: restrict the engine, journal that, and compact, so the journal
-        holds the restriction first and whatever was read before the damage after it."""
-        entry: Entry = {"k": "restricted", "reason": reason, "since": now}
-        self._replay(entry)
-        self.journal.append(entry)
-        self.journal.rewrite(self._snapshot_entries())
-        log.error(
-            "restricted: every tool unpinned, every budget spent, every send asked until: %s",
-            restricted.ACCEPT_COMMAND,
-        )
-
-    def _replay(self, entry: Entry) -> None:
-        try:
-            if entry.get("k") == "events":
-                for ev in entry["events"]:
-                    self.engine.apply(ev)
-            elif entry.get("k") == "restricted":
-                self.engine.restrict(restricted.Restriction(str(entry["reason"]), float(entry["since"])))
-            elif entry.get("k") == "loss_accepted":
-                self.engine.lift_restriction()
-            elif entry.get("k") == "audit_head":
-                self._audit_head = str(entry["head"])
-            elif not self.observations.replay(entry):
-                raise ValueError(f"unknown entry kind {entry.get('k')!r}")
-        except Exception as exc:  # any failure to apply means the state cannot be rebuilt faithfully
-            raise BouncerError(
-                f"the journal {self.paths.state / JOURNAL_NAME} holds an entry this bouncerd does not "
-                f"understand ({type(exc).__name__}: {exc}); it is left as it is"
-            ) from None
-
     def close(self) -> None:
         """Compact and fsync the journal, fsync and close the audit log. Call once, after `serve`."""
-        if self._journal is not None:
-            if self._audit is not None:
+        if self.ledger.journal_open:
+            if self.ledger.audit_open:
                 self.approvals.close(time.time())
-            self.compact()
-            self._journal.sync()
-            self._journal.close()
-            self._journal = None
+            self.ledger.close_journal()
         if self.exporter is not None:
-            if self._audit is not None:
-                self.exporter.report_losses(self._audit_append, time.time())
+            if self.ledger.audit_open:
+                self.exporter.report_losses(self.ledger.audit_append, time.time())
             self.exporter.close()
             self.exporter = None
-        if self._audit is not None:
-            self._audit.close()
-            self._audit = None
+        self.ledger.close_audit()
 
-    # ---- journal ------------------------------------------------------------------------------
-
-    @property
-    def journal(self) -> Journal:
-        assert self._journal is not None, "journal used before start() or after close()"
-        return self._journal
-
-    @property
-    def audit(self) -> AuditLog:
-        assert self._audit is not None, "audit log used before start() or after close()"
-        return self._audit
-
-    def _journal_append(self, entry: Entry) -> None:
-        self.journal.append(entry)
-
-    def _journal_events(self, events: Sequence[EngineEvent]) -> None:
-        if events:
-            self.journal.append({"k": "events", "events": list(events)})
-
-    def _journal_audit_head(self, head: str) -> None:
-        if self._journal is None:  # closing: the journal was compacted and closed before the audit log
-            return
-        try:
-            self.journal.append({"k": "audit_head", "head": head})
-        except (OSError, ProtocolError) as exc:  # the next compaction records it; the record is written
-            log.error("journal: cannot record the audit head after a rotation: %s", exc)
-
-    def _audit_append(self, fields: dict[str, Any], now: float) -> None:
-        self.audit.append(fields, now)
+    # ---- policy in force ----------------------------------------------------------------------
 
     def _put_policy_in_force(self, policy: Policy) -> None:
         """A reload committed: the engine decides by it, and audit export follows its settings."""
@@ -330,35 +190,9 @@ class Daemon:
             if self.exporter is not None:
                 self.exporter.close(timeout=0)  # the old senders finish on their own
             self.exporter = Exporter(config) if config is not None and not config.empty else None
-            self.audit.tap = self.exporter.tap(self._audit_append) if self.exporter is not None else None
-
-    def maybe_compact(self) -> None:
-        queued = self.observations.queued_bytes  # what a rewrite must copy
-        reclaimable = self.journal.size - queued
-        if reclaimable > max(self._compact_floor, queued):
-            self.compact()
-
-    def compact(self) -> None:
-        try:
-            self.journal.rewrite(self._snapshot_entries())
-        except (OSError, ProtocolError) as exc:
-            log.error("journal: compaction failed, keeping the journal as it is: %s", exc)
-            return
-        self._kept_bytes = self.journal.size - self.observations.queued_bytes
-        self._compact_floor = max(COMPACT_AFTER_BYTES, 2 * self._kept_bytes)
-        log.info("journal: compacted to %d bytes", self.journal.size)
-
-    def _snapshot_entries(self) -> Iterator[Entry]:
-        restriction = self.engine.restriction
-        if restriction is not None:  # first: replaying it drops pins, and those accepted since follow
-            yield {"k": "restricted", "reason": restriction.reason, "since": restriction.since}
-        events = self.engine.snapshot(time.time())
-        for i in range(0, len(events), SNAPSHOT_EVENTS_PER_FRAME):
-            yield {"k": "events", "events": events[i : i + SNAPSHOT_EVENTS_PER_FRAME]}
-        yield from self.observations.snapshot_entries()
-        head = self._audit.head if self._audit is not None else self._audit_head
-        if head is not None:
-            yield {"k": "audit_head", "head": head}
+            self.ledger.audit.tap = (
+                self.exporter.tap(self.ledger.audit_append) if self.exporter is not None else None
+            )
 
     # ---- the end of sessions ------------------------------------------------------------------
 
@@ -371,15 +205,16 @@ class Daemon:
         events.extend(self.engine.expire_taint(now, self.policy.base.settings.taint_retention))
         if not events:
             return
-        self._journal_events(events)
+        self.ledger.append_events(events)
         for session in ended:
             self.observations.forget(session.instances)
             self.registry.remove(session.key)
-            self.audit.append(session.ended_record(self.session_grace), now)
-        reclaimable = self.journal.size - self.observations.queued_bytes
+            self.ledger.audit_append(session.ended_record(self.session_grace), now)
+        reclaimable = self.ledger.reclaimable
         idle = not any(s.connections for s in self.registry.sessions.values())
-        if reclaimable > ARCHIVE_COMPACT_MIN_BYTES and (idle or reclaimable > 2 * self._kept_bytes):
-            self.compact()  # when it pays, or when the last client has gone (a rewrite then costs no one)
+        if reclaimable > ARCHIVE_COMPACT_MIN_BYTES and (idle or reclaimable > 2 * self.ledger.kept_bytes):
+            # when it pays, or when the last client has gone (a rewrite then costs no one)
+            self.ledger.compact()
 
     async def _sweep_sessions(self) -> None:
         while True:
@@ -392,105 +227,23 @@ class Daemon:
     # ---- serving ------------------------------------------------------------------------------
 
     async def serve(self, sock: socket.socket) -> None:
-        """Serve until SIGTERM or SIGINT. Takes ownership of `sock`. Each accepted socket belongs to
-        asyncio's transport from accept to close (`Connection`); anyio runs the tasks."""
+        """Serve until SIGTERM or SIGINT. Takes ownership of `sock` (bouncerd/server/serving.py)."""
         async with anyio.create_task_group() as tg:
-            await tg.start(self._watch_signals, tg)
+
+            def hangup() -> None:  # SIGHUP: reload the policy
+                tg.start_soon(self.fastlane.change, lambda: self.reloader.reload(time.time))
+
+            await tg.start(serving.watch_signals, tg, hangup)
             tg.start_soon(self.observations.run)
             tg.start_soon(self.approvals.run)
             tg.start_soon(self._sweep_sessions)
-            tg.start_soon(report_periodically, lambda: self.exporter, self._audit_append)
+            tg.start_soon(report_periodically, lambda: self.exporter, self.ledger.audit_append)
             log.info("bouncerd %s (pid %d) serving on %s", __version__, os.getpid(), self.socket_path)
-            accepting = anyio.CancelScope()
-            tg.start_soon(self._accept, sock, tg, accepting)
-            if self.own_socket is not None:
-                tg.start_soon(self._keep_socket, sock, accepting, tg)
+            self.acceptor.start(sock, tg)
 
-    async def _accept(self, sock: socket.socket, tg: anyio.abc.TaskGroup, scope: anyio.CancelScope) -> None:
-        """Accept connections on `sock` until `scope` is cancelled (by `_keep_socket`) or the end; then
-        close it. A failing accept is logged with its reason, at most once a minute with a count."""
-        loop = asyncio.get_running_loop()
-        sock.setblocking(False)
-        failures, said_at = 0, -ACCEPT_LOG_INTERVAL_SECONDS
-        with sock, scope:
-            while True:
-                try:
-                    accepted, _ = await loop.sock_accept(sock)
-                except OSError as exc:
-                    failures += 1
-                    now = time.monotonic()
-                    if now - said_at >= ACCEPT_LOG_INTERVAL_SECONDS:
-                        log.error("accept failed (%d time(s) since the last report): %s", failures, _why(exc))
-                        failures, said_at = 0, now
-                    await anyio.sleep(ACCEPT_RETRY_SECONDS)
-                    continue
-                tg.start_soon(self._handle, accepted)
-
-    async def _keep_socket(
-        self, sock: socket.socket, accepting: anyio.CancelScope, tg: anyio.abc.TaskGroup
-    ) -> None:
-        """Bind the socket path again if its file was deleted while the daemon runs."""
-        path = Path(self.socket_path)
-        said_taken = False
-        while True:
-            await anyio.sleep(SOCKET_CHECK_SECONDS)
-            found = socket_identity(path)
-            if found == self.own_socket:
-                continue
-            if found is not None:  # something else is at the path: not ours to remove
-                if not said_taken:
-                    log.error(
-                        "%s is no longer this daemon's socket (another file is there); not touching it", path
-                    )
-                    said_taken = True
-                continue
-            try:
-                sock = bind_socket(path)
-            except OSError as exc:
-                log.error("the socket %s was deleted, and binding it again failed: %s", path, exc)
-                continue
-            self.own_socket = socket_identity(path)
-            said_taken = False
-            log.warning("the socket %s was deleted while bouncerd ran; listening on it again", path)
-            accepting.cancel()  # the old socket's accept loop ends and closes it
-            accepting = anyio.CancelScope()
-            tg.start_soon(self._accept, sock, tg, accepting)
-
-    async def _watch_signals(
-        self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            task_status.started()
-            async for signum in signals:
-                if signum == signal.SIGHUP:
-                    tg.start_soon(self.fastlane.change, lambda: self.reloader.reload(time.time))
-                    continue
-                log.info("%s: shutting down", signal.Signals(signum).name)
-                tg.cancel_scope.cancel()
-                return
-
-    async def _handle(self, sock: socket.socket) -> None:
-        try:
-            cred = peer.check_peer(sock, self.expected_uid)
-        except PeerRejectedError as exc:
-            log.warning("refused a connection: %s", exc)
-            sock.close()
-            return
-        except BaseException:
-            sock.close()
-            raise
-        conn = Connection(self, self.observations, sock, cred, self.peers)  # closes `sock`
-        try:
-            await conn.run()
-        except ProtocolError as exc:
-            log.info("dropped a connection from pid %s: %s", cred.pid, exc)
-        except ConnectionError:
-            pass
-        except Exception:  # a bug must cost one connection, not the daemon
-            log.exception("connection from pid %s failed", cred.pid)
-        finally:
-            self.fastlane.leave(conn.caller)
-            self.registry.disconnect(conn.caller.session, conn.caller.server, time.time())
+    def _connection_closed(self, caller: Caller) -> None:
+        self.fastlane.leave(caller)
+        self.registry.disconnect(caller.session, caller.server, time.time())
 
     # ---- ops ----------------------------------------------------------------------------------
 
@@ -573,10 +326,10 @@ class Daemon:
             )
         except (TypeError, ValueError) as exc:  # bytes, which JSON cannot carry: found before any change
             return wire.error_reply(rid, "bad_tools", f"a tool in the list cannot be pinned: {exc}")
-        self._journal_events(events)
+        self.ledger.append_events(events)
         self.fastlane.changed(entry.identity.key)
         entry.tools = len(tools)
-        self.maybe_compact()
+        self.ledger.maybe_compact()
         return wire.reply(
             rid,
             pinned_now=list(report.pinned_now),
@@ -597,10 +350,7 @@ class Daemon:
             msg.get("answers") or None,
         )
         now = time.time()
-        try:
-            policy, policy_error = self.policy.for_shim(caller.policy_path), None
-        except PolicyError as exc:
-            policy, policy_error = self.policy.base, str(exc)
+        policy, policy_error = self.policy.for_call(caller.policy_path)
         decision = self.decider.decide_call(
             call,
             now,
@@ -619,13 +369,10 @@ class Daemon:
             self.fastlane.changed(entry.identity.key)
         if asked:
             self.approvals.remember_arguments(asked["code"], call.arguments)
-        judged = verdicts.Judged(
+        judged = verdicts.Judged.of_call(
             session,
-            entry.identity.name,
-            call.request_id,
-            call.tool,
+            call,
             verdict,
-            call.arguments,
             kind=kind,
             # An ask's record keeps the reason without the `bouncerctl approve CODE` hint: the client
             # may answer it itself, and the log must not offer a code for an ask already answered
@@ -635,9 +382,8 @@ class Daemon:
             request_id_json=msg.get("request_id_json"),  # exact where request_id cannot be (a float, ...)
             extra=asked,  # an ask: code, question, elicitation, timeout, request_state, binding
         )
-        audit_arguments = self.policy.base.settings.audit_arguments
-        reply = verdicts.deliver(rid, judged, self._audit_append, audit_arguments, now)
-        self.maybe_compact()
+        reply = self.verdicts.deliver(rid, judged, now)
+        self.ledger.maybe_compact()
         return reply
 
     def forwarded(self, caller: Caller, rid: int, msg: wire.ForwardedRequest) -> dict[str, Any]:
@@ -645,27 +391,19 @@ class Daemon:
         session, entry = caller.require_server()
         call = ToolCall(session.key, entry.identity, msg["tool"], msg["arguments"], msg.get("request_id"))
         now = time.time()
-        try:
-            policy, policy_error = self.policy.for_shim(caller.policy_path), None
-        except PolicyError as exc:
-            policy, policy_error = self.policy.base, str(exc)
+        policy, policy_error = self.policy.for_call(caller.policy_path)
         verdict = fastpath.judge_forwarded(
             self.engine, call, now, policy, epoch=msg["epoch"], policy_error=policy_error
         )
-        self._journal_events(verdict.events)
-        judged = verdicts.Judged(
+        judged = verdicts.Judged.of_call(
             session,
-            entry.identity.name,
-            call.request_id,
-            call.tool,
+            call,
             verdict,
-            call.arguments,
             request_id_json=msg.get("request_id_json"),
             fast_path={"epoch": msg["epoch"], "instance": caller.instance, "seq": msg["seq"]},
         )
-        audit_arguments = self.policy.base.settings.audit_arguments
-        reply = verdicts.deliver(rid, judged, self._audit_append, audit_arguments, now)
-        self.maybe_compact()
+        reply = self.verdicts.deliver(rid, judged, now, verdict.events)
+        self.ledger.maybe_compact()
         return reply
 
     def needs_taint(self, caller: Caller, op: str, msg: Mapping[str, Any]) -> bool:
@@ -721,20 +459,18 @@ class Daemon:
                 continue
             found = True
             events = self.engine.accept_pins(key, wanted)
-            self._journal_events(events)
+            self.ledger.append_events(events)
             self.fastlane.changed(key)
             names = [ev["tool"] for ev in events]
             accepted.extend(names)
             if names:
-                self.audit.append(
-                    {
-                        "server": msg["server"],
-                        "rule": "pins.accepted",
-                        "verdict": None,
-                        "reason": f"a person accepted {len(names)} tool(s): {', '.join(names)}",
-                    },
-                    now,
-                )
+                record: ServerEventRecord = {
+                    "server": msg["server"],
+                    "rule": "pins.accepted",
+                    "verdict": None,
+                    "reason": f"a person accepted {len(names)} tool(s): {', '.join(names)}",
+                }
+                self.ledger.audit_append(record, now)
         if not found:
             return wire.error_reply(
                 rid, "no_server", f"no server named {msg['server']!r} has listed tools yet"
@@ -748,34 +484,31 @@ class Daemon:
         restriction = self.engine.restriction
         if restriction is None:
             return wire.reply(rid, accepted=False)
-        self.journal.append({"k": "loss_accepted"})
+        self.ledger.journal.append({"k": "loss_accepted"})
         self.engine.lift_restriction()
-        self.audit.append(
-            {
-                "rule": "state.loss_accepted",
-                "verdict": None,
-                "reason": f"a person accepted the loss found at start ({restriction.reason}); tools stay "
-                f"unpinned until accepted with bouncerctl pins accept",
-            },
-            time.time(),
-        )
+        record: EventRecord = {
+            "rule": "state.loss_accepted",
+            "verdict": None,
+            "reason": f"a person accepted the loss found at start ({restriction.reason}); tools stay "
+            f"unpinned until accepted with bouncerctl pins accept",
+        }
+        self.ledger.audit_append(record, time.time())
         return wire.reply(rid, accepted=True)
 
     def vouch(self, caller: Caller, rid: int, msg: wire.VouchRequest) -> dict[str, Any]:
         session = caller.require_session()
         events = self.engine.vouch(session.key, msg["text"])
-        self._journal_events(events)
+        self.ledger.append_events(events)
         keys = events[0]["keys"] if events else []
         if keys:
-            self.audit.append(
-                {
-                    "session": session.key,
-                    "rule": "vouch.user_prompt",
-                    "reason": f"{len(keys)} destination(s) typed by the user vouched for the session",
-                    "destination": ", ".join(keys),
-                },
-                time.time(),
-            )
+            record: VouchRecord = {
+                "session": session.key,
+                "verdict": None,
+                "rule": "vouch.user_prompt",
+                "reason": f"{len(keys)} destination(s) typed by the user vouched for the session",
+                "destination": ", ".join(keys),
+            }
+            self.ledger.audit_append(record, time.time())
         return wire.reply(rid, vouched=len(keys))
 
     def observe(self, caller: Caller, rid: int, msg: wire.ObserveRequest) -> dict[str, Any]:
@@ -786,7 +519,7 @@ class Daemon:
             self.observations.accept(
                 session=session.key, server=server, instance=caller.instance, request=msg, now=time.time()
             )
-            self.maybe_compact()
+            self.ledger.maybe_compact()
         return wire.reply(rid, seq=seq)
 
     def status(self, caller: Caller, rid: int, msg: wire.StatusRequest) -> dict[str, Any]:
@@ -799,35 +532,16 @@ class Daemon:
             "socket": self.socket_path,
             "state_dir": str(self.paths.state),
             "audit": str(self.paths.audit),
-            "head": self.audit.head,  # hash of the last audit record: compare with `audit verify`
-            "records": self.audit.records,  # audit records written since this daemon started
-            "audit_gaps": [gap.why for gap in self.audit.gaps],  # lost live files noticed
+            "head": self.ledger.audit.head,  # hash of the last audit record: compare with `audit verify`
+            "records": self.ledger.audit.records,  # audit records written since this daemon started
+            "audit_gaps": [gap.why for gap in self.ledger.audit.gaps],  # lost live files noticed
             "export": self.exporter.public() if self.exporter is not None else None,
             "restricted": _restriction_public(self.engine.restriction),
         }
         return wire.reply(rid, daemon=daemon, sessions=self.registry.public(), policy=self.policy.public())
 
 
-def _why(exc: BaseException) -> str:
-    """What went wrong, even for an exception without a message of its own (anyio's wrappers)."""
-    for candidate in (exc, exc.__cause__, exc.__context__):
-        if candidate is not None and str(candidate):
-            return f"{type(candidate).__name__}: {candidate}"
-    return type(exc).__name__
-
-
 def _restriction_public(restriction: restricted.Restriction | None) -> dict[str, Any] | None:
     if restriction is None:
         return None
     return {"reason": restriction.reason, "since": restriction.since, "accept": restricted.ACCEPT_COMMAND}
-
-
-def socket_display_path(sock: socket.socket, fallback: Path) -> str:
-    """The path a listener is bound to (an activated one may live anywhere)."""
-    try:
-        name = sock.getsockname()
-    except OSError:
-        return str(fallback)
-    if isinstance(name, bytes):
-        name = name.decode("utf-8", "replace")
-    return name if isinstance(name, str) and name else str(fallback)

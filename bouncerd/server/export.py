@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from bouncerd.core import exportformat
+from bouncerd.core.auditrecords import Audit, ExportLossRecord
 from bouncerd.core.exportconf import (
     DEFAULT_FACILITY,
     FACILITIES,
@@ -74,7 +75,7 @@ SEND_TIMEOUT_SECONDS = 2.0
 DROP_REPORT_SECONDS = 60.0
 DROP_RULE = "audit.export_dropped"
 
-AuditAppend = Callable[[dict[str, Any], float], object]
+AuditAppend = Audit
 
 
 class Target(Protocol):
@@ -387,18 +388,16 @@ class Exporter:
         self._reporting = True  # the record below is appended (and offered) too: no recursion
         try:
             counts = {c.name: {"dropped": c.dropped, "failed": c.failed} for c in self.channels}
-            append(
-                {
-                    "verdict": None,
-                    "rule": DROP_RULE,
-                    "reason": (
-                        f"{lost - self._reported} exported copies of audit records were lost since the last "
-                        f"report ({lost} in all); the local log keeps every line: {json.dumps(counts)}"
-                    ),
-                    "export": counts,
-                },
-                now,
-            )
+            record: ExportLossRecord = {
+                "verdict": None,
+                "rule": DROP_RULE,
+                "reason": (
+                    f"{lost - self._reported} exported copies of audit records were lost since the last "
+                    f"report ({lost} in all); the local log keeps every line: {json.dumps(counts)}"
+                ),
+                "export": counts,
+            }
+            append(record, now)
         finally:
             self._reporting = False
         self._reported, self._last_report = lost, now

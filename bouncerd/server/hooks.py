@@ -55,9 +55,6 @@ class Accept(Protocol):
     ) -> int: ...
 
 
-Audit = Callable[[dict[str, Any], float], None]  # `AuditLog.append`
-
-
 def session_for_hook(
     sessions: Mapping[str, Session], engine: Engine, fallback: str | None, candidates: Any
 ) -> str | None:
@@ -76,21 +73,19 @@ def session_for_hook(
 
 
 class HookOps:
-    """Ops ``observe_text`` and ``check_builtin``. `audit_arguments` is the policy setting, read per
-    call (a reload may change it); `compact` lets the journal compact after an output is recorded."""
+    """Ops ``observe_text`` and ``check_builtin``. A verdict leaves through `path` (the daemon's one
+    `VerdictPath`); `compact` lets the journal compact after an output is recorded."""
 
     def __init__(
         self,
         engine: Engine,
         accept: Accept,
-        audit: Audit,
-        audit_arguments: Callable[[], str],
+        path: verdicts.VerdictPath,
         compact: Callable[[], None],
     ) -> None:
         self.engine = engine
         self.accept = accept
-        self.audit = audit
-        self.audit_arguments = audit_arguments
+        self.path = path
         self.compact = compact
 
     def observe_text(self, caller: Caller, rid: int, msg: wire.ObserveTextRequest) -> dict[str, Any]:
@@ -124,4 +119,4 @@ class HookOps:
         judged = verdicts.Judged(
             session, builtin_tools.CLIENT_SERVER, msg.get("request_id"), tool, verdict, tool_input
         )
-        return verdicts.deliver(rid, judged, self.audit, self.audit_arguments(), now)
+        return self.path.deliver(rid, judged, now, verdict.events)

@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from bouncerd.core.auditrecords import Audit, EventRecord
 from bouncerd.core.exportconf import ExportConfig
 from bouncerd.core.managed import check_layer, managed_keys
 from bouncerd.core.policy import Policy, PolicyFile, merge
@@ -156,6 +157,14 @@ class PolicyState:
         self.failure = ReloadFailure.of(self.user_path, exc, now)
         return self.failure.message()
 
+    def for_call(self, policy_path: str | None) -> tuple[Policy, str | None]:
+        """The policy a shim's call is judged by, and None; or, when the shim's --policy does not load,
+        the base policy and why (the core then denies the call as ``policy.unreadable``)."""
+        try:
+            return self.for_shim(policy_path), None
+        except PolicyError as exc:
+            return self.base, str(exc)
+
     def for_shim(self, policy_path: str | None) -> Policy:
         """The policy for one shim: base, plus its --policy file on top. Raises PolicyError."""
         if not policy_path:
@@ -220,7 +229,7 @@ class Reloader:
         self,
         state: PolicyState,
         put_in_force: Callable[[Policy], None],
-        audit: Callable[[dict[str, Any], float], None],
+        audit: Audit,
     ) -> None:
         self.state = state
         self._put_in_force = put_in_force
@@ -256,13 +265,19 @@ class Reloader:
         self.state.commit(loaded, now)
         self._put_in_force(self.state.base)
         log.info("reload: policy loaded from %s", self.state.user_path)
-        self._audit({"rule": "policy.reloaded", "reason": f"policy loaded from {self.state.user_path}"}, now)
+        reloaded: EventRecord = {
+            "verdict": None,
+            "rule": "policy.reloaded",
+            "reason": f"policy loaded from {self.state.user_path}",
+        }
+        self._audit(reloaded, now)
 
     def _failed(self, exc: BaseException, now: float) -> str:
         error = self.state.fail(exc, now)
         log.error("reload failed, the policy loaded before stays in force: %s", error)
         reason = f"{error}; the policy loaded before stays in force"
-        self._audit({"rule": "policy.reload_failed", "reason": reason}, now)
+        failed: EventRecord = {"verdict": None, "rule": "policy.reload_failed", "reason": reason}
+        self._audit(failed, now)
         return error
 
 

@@ -183,7 +183,7 @@ def code_hint(code: str, expires: float) -> str:
 
 
 class Wording:
-    """This module as the decision's `bouncerd.core.decision.Phrasing` (the core reads no clock)."""
+    """This module as the decision's `bouncerd.core.decision_types.Phrasing` (the core reads no clock)."""
 
     def question(
         self, call: ToolCall, verdict: Verdict, classified: Sequence[sinkgate.Classified]

@@ -36,7 +36,8 @@ from bouncerd.errors import AlreadyRunningError, BouncerError, UnsafeDirectoryEr
 from bouncerd.managedpolicy import managed_source
 from bouncerd.paths import Paths, ensure_private_dir, resolve
 from bouncerd.server import listener
-from bouncerd.server.daemon import Daemon, socket_display_path
+from bouncerd.server.daemon import Daemon
+from bouncerd.server.serving import socket_display_path
 
 log = logging.getLogger("bouncerd")
 
@@ -99,7 +100,7 @@ def _run_locked(environ: MutableMapping[str, str], paths: Paths) -> int:
             sock.close()
             log.error("refusing to start: %s", exc)
             return EXIT_REFUSED
-        daemon.own_socket = own_socket  # bound again by the daemon if the file is deleted
+        daemon.acceptor.own_socket = own_socket  # bound again by the daemon if the file is deleted
         healthy = threading.Timer(autostart.HEALTHY_AFTER_SECONDS, autostart.mark_healthy, (paths,))
         healthy.daemon = True  # never holds the exit
         healthy.start()
@@ -107,7 +108,7 @@ def _run_locked(environ: MutableMapping[str, str], paths: Paths) -> int:
             anyio.run(daemon.serve, sock)
         finally:
             healthy.cancel()
-            own_socket = daemon.own_socket  # the file removed at exit is the one it serves now
+            own_socket = daemon.acceptor.own_socket  # the file removed at exit is the one it serves now
             daemon.close()
         log.info("stopped")
         return EXIT_OK

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bouncerd.core.auditrecords import SessionEndedRecord
 from bouncerd.core.model import ServerIdentity
 
 log = logging.getLogger("bouncerd")
@@ -109,7 +110,7 @@ class Session:
     def connections(self) -> int:
         return sum(s.connections for s in self.servers.values())
 
-    def ended_record(self, grace: float) -> dict[str, Any]:
+    def ended_record(self, grace: float) -> SessionEndedRecord:
         """The audit record of its end: what the session was, before its state is dropped."""
         counts = ", ".join(f"{self.counts.get(k, 0)} {k}" for k in ("allow", "deny", "ask"))
         servers = ", ".join(sorted({s.identity.name for s in self.servers.values()})) or "none"

@@ -1,53 +1,42 @@
-"""A verdict leaves the daemon one way: one audit record, built here, and one reply.
+"""A decision leaves the daemon one way: events journaled, records audited, one verdict record, one reply.
 
 Theory of operation
 -------------------
 Four ops end in a verdict: ``verdict`` (a call the shim relays, `Daemon.verdict`), ``forwarded`` (a
-call the shim forwarded on the fast path, `Daemon.forwarded`), ``answer`` (a
-person's answer to an elicitation, `ApprovalDesk.answer`) and ``check_builtin`` (a client's own tool,
-`HookOps.check_builtin`). Each says what it judged as a `Judged` and hands it to `deliver`, which
-writes the audit record (`verdict_record`: a `VerdictRecord`, the fields of audit.RECORD_FIELDS plus
-the verdict's own), counts the verdict for the session (`bouncerctl status`) and returns the reply
-(`wire.verdict_reply`, with the provenance, plus what the op adds: an ask's code and question, an open
-code's expiry). So they cannot drift apart again: every verdict record carries the provenance,
-the request id's exact JSON where the shim sent it, and the arguments as ``audit_arguments`` says
-(their digest only where the daemon no longer holds them: an answer after a restart).
+call the shim forwarded on the fast path, `Daemon.forwarded`), ``answer`` (a person's answer to an
+elicitation, `ApprovalDesk.answer`) and ``check_builtin`` (a client's own tool,
+`HookOps.check_builtin`); approval ops (``approve``, expiries, wrong codes) end in decisions without a
+verdict. Each hands what the core decided to one `VerdictPath`:
+
+- `VerdictPath.settle` journals a decision's engine events in one write, then writes the audit
+  records the decision made on the way (``approval.*``, typed `ApprovalRecord`s), in order. The
+  journal comes first: state a crash must not lose is on disk before anything says it happened.
+- `VerdictPath.deliver` settles the verdict's own events, then hands the verdict, as a `Judged`, to
+  `deliver`, which writes its audit record (`verdict_record`: a `VerdictRecord`, the fields of
+  `auditrecords.RECORD_FIELDS` plus the verdict's own), counts it for the session (`bouncerctl
+  status`) and returns the reply (`wire.verdict_reply`, with the provenance, plus what the op adds:
+  an ask's code and question, an open code's expiry).
+
+So the ops cannot drift apart again: every verdict record carries the provenance, the request id's
+exact JSON where the shim sent it, and the arguments as ``audit_arguments`` says (their digest only
+where the daemon no longer holds them: an answer after a restart), and no op journals a decision's
+events on a path of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from bouncerd import wire
 from bouncerd.core.approvals import arguments_digest
-from bouncerd.core.model import JsonRpcId, Verdict
+from bouncerd.core.auditrecords import AnyRecord, Audit, VerdictRecord
+from bouncerd.core.events import EngineEvent
+from bouncerd.core.model import JsonRpcId, ToolCall, Verdict
 from bouncerd.server.sessions import Session
 
-Audit = Callable[[dict[str, Any], float], None]  # `AuditLog.append`
-
-
-class VerdictRecord(TypedDict):
-    """The audit record of one verdict: audit.RECORD_FIELDS (ts added by the log), then its own."""
-
-    session: str
-    client: str | None
-    server: str
-    request_id: JsonRpcId
-    tool: str | None
-    arguments: NotRequired[Mapping[str, Any]]  # with audit_arguments: full, while the daemon holds them
-    arguments_sha256: NotRequired[str | None]  # otherwise their digest, in their place
-    verdict: str
-    rule: str
-    reason: str
-    destination: str | None
-    provenance: dict[str, Any] | None
-    kind: NotRequired[str]  # a request judged that is not a tools/call (wire.VERDICT_KINDS)
-    code: NotRequired[str | None]  # the ask's code (an ask, an answer to one)
-    channel: NotRequired[str]  # how a person answered (an answer)
-    request_id_json: NotRequired[str]  # the id's exact JSON where request_id cannot carry it
-    fast_path: NotRequired[Mapping[str, Any]]  # a call the shim forwarded on the fast path: epoch, seq
+Journal = Callable[[Sequence[EngineEvent]], None]  # append engine events to the journal, one write
 
 
 @dataclass(frozen=True)
@@ -68,6 +57,11 @@ class Judged:
     request_id_json: str | None = None
     fast_path: Mapping[str, Any] | None = None  # the `forwarded` op's epoch, instance and seq
     extra: Mapping[str, Any] = field(default_factory=dict)  # what the op adds to the reply
+
+    @classmethod
+    def of_call(cls, session: Session, call: ToolCall, verdict: Verdict, **more: Any) -> Judged:
+        """What was judged of a call a shim relayed or forwarded (its server, id, tool and arguments)."""
+        return cls(session, call.server.name, call.request_id, call.tool, verdict, call.arguments, **more)
 
 
 def verdict_record(judged: Judged, audit_arguments: str) -> VerdictRecord:
@@ -108,7 +102,7 @@ def verdict_record(judged: Judged, audit_arguments: str) -> VerdictRecord:
 def deliver(rid: int, judged: Judged, audit: Audit, audit_arguments: str, now: float) -> dict[str, Any]:
     """Audit the verdict, count it for the session, and return its reply."""
     verdict = judged.verdict
-    audit(dict(verdict_record(judged, audit_arguments)), now)
+    audit(verdict_record(judged, audit_arguments), now)
     judged.session.counts[verdict.verdict] += 1
     reply = wire.verdict_reply(
         rid,
@@ -120,3 +114,26 @@ def deliver(rid: int, judged: Judged, audit: Audit, audit_arguments: str, now: f
     )
     reply.update(judged.extra)
     return reply
+
+
+class VerdictPath:
+    """The one way out of the daemon for a decision; see the module's theory of operation."""
+
+    def __init__(self, journal: Journal, audit: Audit, audit_arguments: Callable[[], str]) -> None:
+        self.journal = journal
+        self.audit = audit
+        self.audit_arguments = audit_arguments  # the policy setting, read per record (a reload may change it)
+
+    def settle(self, events: Sequence[EngineEvent], records: Iterable[AnyRecord], now: float) -> None:
+        """Journal `events` in one write, then audit `records` in order."""
+        if events:
+            self.journal(events)
+        for record in records:
+            self.audit(record, now)
+
+    def deliver(
+        self, rid: int, judged: Judged, now: float, events: Sequence[EngineEvent] = ()
+    ) -> dict[str, Any]:
+        """Journal the verdict's `events`, audit the verdict, count it, and return its reply."""
+        self.settle(events, (), now)
+        return deliver(rid, judged, self.audit, self.audit_arguments(), now)

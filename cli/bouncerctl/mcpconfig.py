@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from bouncerctl import jsonc
+from bouncerctl import jsonc, jsonedit
 
 # The parser, known to callers as part of this module.
 ConfigSyntaxError = jsonc.ConfigSyntaxError
@@ -349,112 +349,6 @@ def dropped_on_undo(
 # ---- the change, on text ----------------------------------------------------------------------------
 
 
-def _line_start(text: str, i: int) -> int:
-    return text.rfind("\n", 0, i) + 1
-
-
-def _indent_at(text: str, i: int) -> str:
-    start = j = _line_start(text, i)
-    while j < len(text) and text[j] in " \t":
-        j += 1
-    return text[start:j]
-
-
-def _first_on_line(blanked: str, i: int) -> bool:
-    return not blanked[_line_start(blanked, i) : i].strip()
-
-
-def indent_more(text: str, unit: str) -> str:
-    """`unit` added before every non-empty line after the first."""
-    if not unit:
-        return text
-    lines = text.split("\n")
-    return "\n".join([lines[0], *(unit + line if line.strip("\r") else line for line in lines[1:])])
-
-
-def indent_less(text: str, unit: str) -> str | None:
-    """The inverse of `indent_more`; None if some line does not start with `unit` (edited by hand)."""
-    if not unit:
-        return text
-    lines = text.split("\n")
-    out = [lines[0]]
-    for line in lines[1:]:
-        if not line.strip("\r"):
-            out.append(line)
-        elif line.startswith(unit):
-            out.append(line[len(unit) :])
-        else:
-            return None
-    return "\n".join(out)
-
-
-@dataclass
-class _Layout:
-    separator: str  # between two members: "," plus the newline and indentation, or ", "
-    colon: str
-    unit: str  # what one level deeper adds to a line's indentation inside the entry
-
-
-def _layout(doc: Document, entry: Node) -> _Layout:
-    blanked, text = doc.blanked, doc.text
-    first = (entry.members or [])[0]
-    colon = ":" if blanked[first.key_end : first.value.start] == ":" else ": "
-    if "\n" in blanked[entry.start : first.key_start] and _first_on_line(blanked, first.key_start):
-        member_indent = _indent_at(text, first.key_start)
-        entry_indent = _indent_at(text, entry.start)
-        unit = member_indent[len(entry_indent) :] if member_indent.startswith(entry_indent) else ""
-        return _Layout("," + doc.newline + member_indent, colon, unit)
-    return _Layout(", ", colon, "")
-
-
-def _array_text(doc: Document, array: Node, items: list[str]) -> str:
-    blanked, text, nl = doc.blanked, doc.text, doc.newline
-    old = array.items or []
-    if old and "\n" in blanked[array.start : old[0].start] and _first_on_line(blanked, old[0].start):
-        indent = _indent_at(text, old[0].start)
-        closing = nl + _indent_at(text, array.end - 1) if _first_on_line(blanked, array.end - 1) else ""
-        return "[" + nl + indent + ("," + nl + indent).join(items) + closing + "]"
-    separator = ", "
-    if len(old) >= 2:
-        between = blanked[old[0].end : old[1].start]
-        if between.strip() == "," and "\n" not in between:
-            separator = between
-    pad = ""
-    if old and not blanked[array.start + 1 : old[0].start].strip("\t ") and blanked[array.start + 1] == " ":
-        pad = " "
-    return "[" + pad + separator.join(items) + pad + "]"
-
-
-def _apply_edits(text: str, base: int, edits: list[tuple[int, int, str]]) -> str:
-    """Replace [start, end) by each string; edits at the same place keep the order they were made in."""
-    ordered = sorted(enumerate(edits), key=lambda pair: (pair[1][0], pair[0]), reverse=True)
-    for _, (start, end, replacement) in ordered:
-        text = text[: start - base] + replacement + text[end - base :]
-    return text
-
-
-def _env_edit(doc: Document, entry: Node, env: Mapping[str, str]) -> tuple[int, int, str] | None:
-    """Add `env` to the entry's ``env`` object (or add one holding it after its last member)."""
-    if not env:
-        return None
-    layout = _layout(doc, entry)
-    member = entry.member("env")
-    if member is None:
-        inline = "{" + ", ".join(_pair(key, value, ": ") for key, value in env.items()) + "}"
-        last = (entry.members or [])[-1].value
-        return (last.end, last.end, layout.separator + '"env"' + layout.colon + inline)
-    node = member.value
-    if not node.members:  # {} (or only whitespace and comments inside): replaced by an inline object
-        return (node.start, node.end, "{" + ", ".join(_pair(k, v, ": ") for k, v in env.items()) + "}")
-    inner = _layout(doc, node)
-    last = node.members[-1].value
-    return (last.end, last.end, "".join(inner.separator + _pair(k, v, inner.colon) for k, v in env.items()))
-
-
-def _pair(key: str, value: str, colon: str) -> str:
-    return json.dumps(key, ensure_ascii=False) + colon + json.dumps(value, ensure_ascii=False)
-
-
 def _wrap_remote_text(
     doc: Document, name_member: Member, shim: str, env: Mapping[str, str], *, upstream: bool, bare_url: str
 ) -> str:
@@ -464,16 +358,16 @@ def _wrap_remote_text(
     name = json.loads(doc.text[name_member.key_start : name_member.key_end])
     value = _wrap_remote_value(name, json.loads(doc.blanked[entry.start : entry.end]), shim, env,
                                upstream=False, bare_url=bare_url)  # fmt: skip
-    layout = _layout(doc, entry)
+    layout = jsonedit.layout_of(doc, entry)
     members = [json.dumps(k, ensure_ascii=False) + layout.colon + json.dumps(v, ensure_ascii=False)
                for k, v in value.items()]  # fmt: skip
     if upstream:
-        members.append(json.dumps(UPSTREAM_KEY) + layout.colon + indent_more(original, layout.unit))
+        members.append(json.dumps(UPSTREAM_KEY) + layout.colon + jsonedit.indent_more(original, layout.unit))
     if layout.separator.startswith("," + doc.newline):
         indent = layout.separator[1 + len(doc.newline) :]
         closing = (
-            doc.newline + _indent_at(doc.text, entry.end - 1)
-            if _first_on_line(doc.blanked, entry.end - 1)
+            doc.newline + jsonedit.indent_at(doc.text, entry.end - 1)
+            if jsonedit.first_on_line(doc.blanked, entry.end - 1)
             else ""
         )
         return "{" + doc.newline + indent + layout.separator.join(members) + closing + "}"
@@ -496,35 +390,42 @@ def _wrap_text(
     command = entry.member("command")
     assert command is not None  # classify() said STDIO
     args = entry.member("args")
-    layout = _layout(doc, entry)
+    layout = jsonedit.layout_of(doc, entry)
     items = ['"--name"', text[name_member.key_start : name_member.key_end], '"--"']
     items.append(text[command.value.start : command.value.end])
     if args is not None:
         items += [text[item.start : item.end] for item in args.value.items or []]
     edits = [(command.value.start, command.value.end, json.dumps(shim, ensure_ascii=False))]
     if args is not None:
-        edits.append((args.value.start, args.value.end, _array_text(doc, args.value, items)))
+        edits.append((args.value.start, args.value.end, jsonedit.array_text(doc, args.value, items)))
     else:
         inline = "[" + ", ".join(items) + "]"
         edits.append(
             (command.value.end, command.value.end, layout.separator + '"args"' + layout.colon + inline)
         )
     original = text[entry.start : entry.end]
-    env_edit = _env_edit(doc, entry, added_env(json.loads(doc.blanked[entry.start : entry.end]), env))
+    env_edit = jsonedit.add_strings_edit(
+        doc, entry, "env", added_env(json.loads(doc.blanked[entry.start : entry.end]), env)
+    )
     if env_edit is not None:
         edits.append(env_edit)
     if upstream:
         last = (entry.members or [])[-1].value
-        kept = layout.separator + json.dumps(UPSTREAM_KEY) + layout.colon + indent_more(original, layout.unit)
+        kept = (
+            layout.separator
+            + json.dumps(UPSTREAM_KEY)
+            + layout.colon
+            + jsonedit.indent_more(original, layout.unit)
+        )
         edits.append((last.end, last.end, kept))
-    return _apply_edits(original, entry.start, edits)
+    return jsonedit.apply_edits(original, entry.start, edits)
 
 
 def _unwrap_text(doc: Document, entry: Node) -> str:
     upstream = entry.member(UPSTREAM_KEY)
     assert upstream is not None  # classify() said WRAPPED
     raw = doc.text[upstream.value.start : upstream.value.end]
-    restored = indent_less(raw, _layout(doc, entry).unit)
+    restored = jsonedit.indent_less(raw, jsonedit.layout_of(doc, entry).unit)
     return raw if restored is None else restored
 
 
@@ -610,7 +511,7 @@ def apply(
                 new = _unwrap_text(doc, member.value)
             edits.append((member.value.start, member.value.end, new))
         else:
-            text = _apply_edits(doc.text, 0, edits)
+            text = jsonedit.apply_edits(doc.text, 0, edits)
             try:
                 if parse(text).value == expected:
                     return Rewrite(text, expected, in_place=True, edits=sorted(edits))

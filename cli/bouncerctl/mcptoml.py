@@ -118,6 +118,28 @@ def remote_target(value: Any) -> mc.RemoteTarget | str:
     return mc.RemoteTarget(url, "streamable-http", tuple(headers.items()))
 
 
+def _add_env(table: Any, extra: Mapping[str, str], record: dict[str, Any]) -> None:
+    """Add `extra` to the server's ``env`` table (made inline if it has none); the undo record says
+    whether the table was made, so unwrapping removes it again."""
+    record["env_created"] = bool(extra) and "env" not in table
+    if extra:
+        if "env" not in table:
+            table["env"] = tomlkit.inline_table()
+        for key, item in extra.items():
+            table["env"][key] = item
+
+
+def _remove_env(table: Any, record: Mapping[str, Any]) -> None:
+    """Undo `_add_env`: drop the ``env`` table it made, or the variables it added to one."""
+    env = table.get("env")
+    if record.get("env_created") and env is not None:
+        del table["env"]
+    elif env is not None:
+        for key in record.get("env_added", []):
+            if key in env:
+                del env[key]
+
+
 def _wrap_remote(table: Any, name: str, shim: str, env: Mapping[str, str]) -> dict[str, Any]:
     value = table.unwrap()
     target = remote_target(value)
@@ -137,12 +159,7 @@ def _wrap_remote(table: Any, name: str, shim: str, env: Mapping[str, str]) -> di
         "trails": trails,
         "env_added": list(extra),
     }
-    record["env_created"] = bool(extra) and "env" not in table
-    if extra:
-        if "env" not in table:
-            table["env"] = tomlkit.inline_table()
-        for key, item in extra.items():
-            table["env"][key] = item
+    _add_env(table, extra, record)
     return record
 
 
@@ -163,12 +180,7 @@ def wrap(doc: tomlkit.TOMLDocument, name: str, shim: str, env: Mapping[str, str]
     table["args"] = args
     extra = mc.added_env(value, env)
     record["env_added"] = list(extra)
-    record["env_created"] = bool(extra) and "env" not in table
-    if extra:
-        if "env" not in table:
-            table["env"] = tomlkit.inline_table()
-        for key, item in extra.items():
-            table["env"][key] = item
+    _add_env(table, extra, record)
     return record
 
 
@@ -185,13 +197,7 @@ def unwrap(doc: tomlkit.TOMLDocument, name: str, record: Mapping[str, Any]) -> N
                 del table["args"]
         else:
             table["args"] = _item(record["args"])
-        env = table.get("env")
-        if record.get("env_created") and env is not None:
-            del table["env"]
-        elif env is not None:
-            for key in record.get("env_added", []):
-                if key in env:
-                    del env[key]
+        _remove_env(table, record)
     except (KeyError, TypeError, tomlkit.exceptions.TOMLKitError) as exc:
         raise mc.RewriteError(f"{name}: the undo record does not fit this entry ({exc})") from None
 
@@ -200,13 +206,7 @@ def _unwrap_remote(table: Any, record: Mapping[str, Any]) -> None:
     for key in ("command", "args"):
         if key in table:
             del table[key]
-    env = table.get("env")
-    if record.get("env_created") and env is not None:
-        del table["env"]
-    elif env is not None:
-        for key in record.get("env_added", []):
-            if key in env:
-                del env[key]
+    _remove_env(table, record)
     trails = record.get("trails", {})
     for key, text in record["removed"].items():
         table[key] = _item(text)

@@ -71,8 +71,12 @@ FLUSH_SECONDS: Final = 2.0
 # (sync.VERDICT_WAIT_SECONDS), counted for each verdict from when it was sent.
 DAEMON_ACK_TIMEOUT_SECONDS: Final = 10.0
 
-# Before it sleeps, the shim polls this long for the next event (`Pump._select`). Overridable for
-# benchmarks with BOUNCER_SHIM_SPIN_US (0: never poll).
+# While bouncerd owes only acknowledgements nothing waits on (sync.LinkSync.wake_for_replies), its socket
+# is not watched: replies are read before anything else the pump wakes for, and after this long at most.
+QUIET_READ_SECONDS: Final = 0.005
+
+# While a verdict is awaited, the shim polls this long before it sleeps (`Pump._select`). Overridable
+# for benchmarks with BOUNCER_SHIM_SPIN_US (0: never poll).
 SPIN_SECONDS: Final = 0.0005
 
 
@@ -121,6 +125,7 @@ class Pump:
         self.spin_seconds = _spin_seconds()
         self._interest: dict[str, tuple[int, int]] = {}
         self._wanted: tuple[object, ...] = ()  # what _update_interest last registered
+        self._daemon_quiet = False  # the daemon socket is connected but not watched for replies
         self.stdin_fd: int | None = stdin_fd
         self.stdin_watchable = watchable(stdin_fd)
         if _is_pipe_or_socket(stdout_fd):  # never a shared tty: its flags are the terminal's
@@ -199,23 +204,35 @@ class Pump:
                 if status is not None:
                     return status
             self._update_interest()
-            for key, mask in self._select(self._timeout(now)):
+            events = self._select(self._timeout(now))
+            if self._daemon_quiet:  # the replies that came meanwhile, before what they may concern
+                self._on_link(self.link.on_readable(self.clock()))
+            for key, mask in events:
                 self._dispatch(str(key.data), mask)
             if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
                 self._read_client()
             self._flush_all()
 
     def _select(self, timeout: float | None) -> list[tuple[selectors.SelectorKey, int]]:
-        """The ready streams: polled for up to `spin_seconds` first, then waited for.
+        """The ready streams: polled for up to `spin_seconds` first while a verdict is awaited, then
+        waited for.
 
         A write that wakes a process sleeping on another CPU costs the writer tens of microseconds on
-        a virtual machine, and the sleeper as much again to wake; a shim still polling when the answer
-        comes (the daemon's verdict, a quick tool's result, the client's next call) costs neither.
-        bench/relay.py, runs alternating: 1.80-1.87x direct without, 1.27-1.77x with, most near 1.4x.
-        Each poll yields the CPU first, so a runnable process (the daemon, a server) keeps its turn;
-        a shim with nothing coming spins once per event, then sleeps. Not adaptive: backing off
-        after a miss lost most of the gain."""
-        if self.spin_seconds <= 0 or (timeout is not None and timeout <= 0):
+        a virtual machine, and the sleeper as much again to wake; a shim still polling when the
+        daemon's verdict comes costs neither. bench/relay.py, runs alternating, when every call took
+        the round trip: 1.80-1.87x direct without, 1.27-1.77x with, most near 1.4x. Each poll yields
+        the CPU first, so a runnable process (the daemon, a server) keeps its turn. The verdict is
+        the one wait the shim adds to a call that is short and certain to end; the shim does not
+        poll for anything else (a server's result, the client's next call, a slow reader of a large
+        result, the daemon's acknowledgements). On 2 CPUs the client, the server, the shim and the
+        daemon contend for the cores, and a call forwarded before it is asked (fastset.py) has the
+        daemon indexing its output while the client reads it: polling there took the core one of
+        them needed (docs/benchmarks.md, the `bench/relay.py` section)."""
+        if (
+            self.spin_seconds <= 0
+            or (timeout is not None and timeout <= 0)
+            or not self.relay.awaiting_verdict
+        ):
             return self.sel.select(timeout)
         window = self.spin_seconds if timeout is None else min(self.spin_seconds, timeout)
         until = time.monotonic() + window
@@ -262,6 +279,8 @@ class Pump:
             verdict_due,
         )
         deadlines = [d for d in timers if d is not None]
+        if self._daemon_quiet:
+            deadlines.append(now + QUIET_READ_SECONDS)
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _update_interest(self) -> None:
@@ -273,17 +292,19 @@ class Pump:
             self.upstream.stdin_fd if self.to_upstream.pending else None,
             sock.fileno() if sock is not None else None,
             self.link.wants_write,
+            self.relay.wake_for_daemon,
         )
+        self._daemon_quiet = sock is not None and not wanted[-1]
         if wanted == self._wanted:  # the common case: nothing to tell the selector
             return
         self._wanted = wanted
-        stdin, upstream_out, stdout, upstream_in, daemon, daemon_writes = wanted
+        stdin, upstream_out, stdout, upstream_in, daemon, daemon_writes, daemon_reads = wanted
         self._want("stdin", stdin, True)
         self._want("upstream-out", upstream_out, True)
         self._want("stdout", stdout, True)
         self._want("upstream-in", upstream_in, True)
-        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if daemon_writes else 0)
-        self._want("daemon", daemon, True, mask)
+        mask = (selectors.EVENT_READ if daemon_reads else 0) | (selectors.EVENT_WRITE if daemon_writes else 0)
+        self._want("daemon", daemon, bool(mask), mask)
 
     def _want(self, name: str, fd: int | None, wanted: bool, mask: int = 0) -> None:
         if not mask:

@@ -36,9 +36,10 @@ retry stripped of Bouncer's requestState, are the only things the relay re-seria
 ``ask`` puts a question to a person (asking.py): ``elicitation/create`` (the call stays held until
 the ``answer`` op's verdict), an ``input_required`` result, or a refusal naming a one-time code.
 
-Server to client. Every line goes through the outbox but the answers to the shim's own tools/list;
-a ``tools/list`` result is also remembered for the resync and reported with the pages before it.
-Lines of a megabyte or more are classified from their envelope (envelope.py), not parsed whole.
+Server to client (serverside.py, `ServerSide`, which `Relay` inherits). Every line goes through the
+outbox but the answers to the shim's own tools/list; a ``tools/list`` result is also remembered for
+the resync and reported with the pages before it. Lines of a megabyte or more are classified from
+their envelope (envelope.py), not parsed whole.
 
 The daemon away. While the link is CONNECTING calls are held and outputs queued. While it is
 SYNCING calls wait for the resync. While it is DOWN every call is refused at once (fail closed) and
@@ -53,25 +54,16 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from bouncer_shim import jsonrpc
-from bouncer_shim.actions import Action, Diagnose, SendClient, SendUpstream, Stop
+from bouncer_shim.actions import Action, SendClient, SendUpstream, Stop
 from bouncer_shim.asking import Asking, ClientProfile, Question
-from bouncer_shim.envelope import peek, peek_ends
 from bouncer_shim.fastset import Ask, FastSet, Record
 from bouncer_shim.held import Held, HeldCalls
-from bouncer_shim.jsonrpc import INVALID, IdKey, id_key, wire_id, wire_text
+from bouncer_shim.jsonrpc import INVALID, IdKey, id_key
 from bouncer_shim.lines import MAX_LINE_BYTES, OversizedLine
 from bouncer_shim.outbox import Outbox, Output
 from bouncer_shim.selflist import RESERVED_ID_MESSAGE, SelfLister
+from bouncer_shim.serverside import MAX_TRACKED_REQUESTS, ServerSide
 from bouncer_shim.sync import LinkState, LinkSync
-
-# Requests remembered to classify their responses. A client keeps a handful in flight; the bound only
-# matters for one that never gets answers. Past it the oldest is forgotten (its response is still
-# relayed and observed, only without its method).
-MAX_TRACKED_REQUESTS: Final = 4096
-
-# Upstream lines at least this long are classified from their envelope (see envelope.py) instead of a
-# full parse: below it json.loads costs a few ms, above it the parse would dominate the relay's work.
-ENVELOPE_ONLY_BYTES: Final = 1024 * 1024
 
 NOT_AN_OBJECT: Final = "Invalid Request: not a JSON-RPC object"
 
@@ -93,10 +85,8 @@ UNGATED_METHODS: Final = frozenset(
 )  # fmt: skip
 
 
-# Server requests whose answers carry the client's data (the model's text, what a person typed) upstream:
-# the answer is judged before it is passed on. A held answer's key is its id's key with this prefix, so it
-# cannot collide with a client request of the same id.
-ANSWERS_GATED: Final = frozenset({"sampling/createMessage", "elicitation/create"})
+# A held answer to a server request (serverside.ANSWERS_GATED) is keyed by its id's key with this prefix,
+# so it cannot collide with a client request of the same id.
 ANSWER_KEY_PREFIX: Final = "answer:"
 
 
@@ -112,7 +102,7 @@ def message_kind(method: str, params: Any) -> str | None:
     return "message"
 
 
-class Relay:
+class Relay(ServerSide):
     __slots__ = (
         "_actions",
         "_fast",
@@ -176,6 +166,17 @@ class Relay:
         """Whether a request other than a verdict awaits the daemon's reply (those should be quick;
         a verdict may legitimately wait for a person)."""
         return self._sync.awaiting_acks
+
+    @property
+    def awaiting_verdict(self) -> bool:
+        """Whether a verdict has been requested and not answered yet (the pump polls for it)."""
+        return self._sync.awaiting_verdict
+
+    @property
+    def wake_for_daemon(self) -> bool:
+        """Whether the pump should wake for bouncerd's next reply (`LinkSync.wake_for_replies`);
+        always while an output is released only once bouncerd acknowledges it."""
+        return not self._outbox.release_on_write or self._sync.wake_for_replies
 
     @property
     def modern(self) -> bool:  # the 2026-07-28 era: per-request envelopes, no server requests
@@ -579,92 +580,6 @@ class Relay:
         if len(requests) >= MAX_TRACKED_REQUESTS:
             del requests[next(iter(requests))]
         requests[key] = (method, tool, paged)
-
-    # ---- server to client ------------------------------------------------------------------------
-
-    def upstream_line(self, line: bytes) -> None:
-        if not line.strip():
-            return
-        out = Output(line)
-        tools: list[Any] | None = None
-        if len(line) >= ENVELOPE_ONLY_BYTES:
-            envelope = peek(line)
-            if envelope.is_response and not self._answers_tools_list(envelope.members["id"]):
-                self._classify_response(out, envelope.members["id"], envelope.first_structured == "error")
-                self._outbox.emit(out, None, self._sync.state)
-                return
-        message = jsonrpc.parse(line)
-        if isinstance(message, dict):
-            method = message.get("method")
-            if isinstance(method, str):
-                if (refusal := self.asking.refuse_shadowing(message)) is not None:
-                    self._diagnose("refused a server request that used an id reserved by the shim")
-                    self._actions.append(SendUpstream(refusal))
-                    return
-                if method == "notifications/tools/list_changed":
-                    self._lister.tools.stale()  # the next call lists again (and sees what changed)
-                    self._fast.drop()
-                out.kind = "request" if "id" in message else "notification"
-                out.method = wire_text(method)
-                out.request_id = wire_id(message.get("id"))
-                if method in ANSWERS_GATED and (key := id_key(message.get("id"))) is not None:
-                    if len(self._server_requests) >= MAX_TRACKED_REQUESTS:
-                        del self._server_requests[next(iter(self._server_requests))]
-                    self._server_requests[key] = method
-            elif "id" in message and ("result" in message or "error" in message):
-                if self._lister.tools.claims(message["id"]):  # the shim's own: never relayed
-                    self._lister.upstream_response(message, len(line))
-                    return
-                result = message.get("result")
-                paged = self._classify_response(out, message["id"], "result" not in message)
-                if out.method == "initialize":
-                    self._profile.initialized(result)
-                    self._lister.upstream_initialize("result" in message)
-                if isinstance(result, dict):
-                    meta = result.get("_meta")
-                    if isinstance(meta, dict) and jsonrpc.SERVER_INFO_KEY in meta:
-                        self._server_info = meta[jsonrpc.SERVER_INFO_KEY]
-                    if out.method == "tools/list" and isinstance(result.get("tools"), list):
-                        tools = self._sync.remember_tools(result["tools"], paged)
-                        self._lister.tools.client_page(paged, result.get("nextCursor"))
-        self._outbox.emit(out, tools, self._sync.state)
-
-    def upstream_oversized(self, line: OversizedLine) -> None:
-        envelope = peek_ends(line.head, line.tail)
-        request_id = envelope.members.get("id")
-        key = id_key(request_id) if "id" in envelope.members else None
-        if self._lister.tools.claims(request_id):
-            self._diagnose(f"discarded a {line.size}-byte tools/list answer (limit {MAX_LINE_BYTES})")
-            self._lister.upstream_oversized(line.size)
-            return
-        if key is None or self._requests.pop(key, None) is None:
-            self._diagnose(f"discarded a {line.size}-byte line from the server (limit {MAX_LINE_BYTES})")
-            return
-        message = (
-            f"Internal error: the server response of {line.size} bytes exceeds the limit of {MAX_LINE_BYTES}"
-        )
-        self._diagnose(f"discarded a {line.size}-byte response from the server (limit {MAX_LINE_BYTES})")
-        self._outbox.emit_made(jsonrpc.error_response(request_id, jsonrpc.INTERNAL_ERROR, message))
-
-    def _answers_tools_list(self, request_id: Any) -> bool:
-        key = id_key(request_id)
-        if self._lister.tools.claims(request_id):
-            return True
-        return key is not None and self._requests.get(key, ("",))[0] == "tools/list"
-
-    def _classify_response(self, out: Output, request_id: Any, is_error: bool) -> bool:
-        key = id_key(request_id)
-        method, tool, paged = self._requests.pop(key, (None, None, False)) if key else (None, None, False)
-        out.kind = "error" if is_error else "result"
-        # The client's spelling: a lone surrogate cannot cross the wire, and an observation that cannot
-        # be sent is lost, which refuses every later call of this shim.
-        out.method = wire_text(method)
-        out.tool = wire_text(tool)
-        out.request_id = wire_id(request_id)
-        return paged
-
-    def _diagnose(self, message: str) -> None:
-        self._actions.append(Diagnose(message))
 
 
 def _error_code(message: Mapping[str, Any]) -> str | None:

@@ -52,6 +52,11 @@ VERDICT_WAIT_SECONDS: Final = 10.0
 # in the daemon until the set changes. The others should be answered within milliseconds.
 _LONG_OPS: Final = frozenset({"verdict", "fastpath"})
 
+# Requests whose replies only acknowledge: nothing waits on them but the shim's own bookkeeping (an
+# output kept for replay, a record kept until bouncerd has it). While these are the only replies in
+# flight (besides a parked ``fastpath`` request), the pump need not be woken for them (`wake_for_replies`).
+_QUIET_OPS: Final = frozenset({"observe", "forwarded"})
+
 
 class LinkState(enum.Enum):
     CONNECTING = "connecting"
@@ -84,11 +89,14 @@ class LinkSync:
         "_actions",
         "_hello",
         "_next_rid",
+        "_parked",
         "_pending",
+        "_quiet",
         "_sync_left",
         "_tools",
         "_unstamped",
         "_verdict_dues",
+        "_verdicts",
         "state",
         "tools_sent",
         "tools_unanswered",
@@ -104,6 +112,9 @@ class LinkSync:
         self.tools_sent = 0  # tools lists reported, ever (a fast-path set is only good for one count)
         self.tools_unanswered = 0  # tools lists reported on this connection and not answered yet
         self._acks_pending = 0  # entries of _pending that are not verdicts
+        self._verdicts = 0  # entries of _pending that are verdicts
+        self._quiet = 0  # entries of _pending whose op is in _QUIET_OPS
+        self._parked = 0  # entries of _pending that are fastpath requests
         self._sync_left = 0  # sync requests not yet answered
         self._unstamped: list[int] = []  # verdicts sent since the last `verdicts_overdue`
         self._verdict_dues: deque[tuple[float, int]] = deque()  # (due, rid) in the order sent
@@ -112,6 +123,20 @@ class LinkSync:
     def awaiting_acks(self) -> bool:
         """Whether a request other than a verdict awaits the daemon's reply."""
         return self._acks_pending > 0
+
+    @property
+    def awaiting_verdict(self) -> bool:
+        """Whether a verdict request awaits the daemon's reply."""
+        return self._verdicts > 0
+
+    @property
+    def wake_for_replies(self) -> bool:
+        """Whether the pump should wake for the daemon's next reply: unless every request in flight
+        is an acknowledgement nothing waits on (`_QUIET_OPS`) or a parked ``fastpath`` request, and
+        no resync is under way (calls wait for it). Then the pump reads the replies when it next
+        wakes for something else, before it handles it."""
+        quiet = self._quiet
+        return quiet == 0 or self._sync_left > 0 or len(self._pending) - quiet - self._parked > 0
 
     def request(self, op: str, target: object, fields: Mapping[str, Any], *, sync: bool = False) -> bool:
         """Send op `op`; its reply's entry carries `target`. False if msgpack cannot carry it."""
@@ -123,7 +148,12 @@ class LinkSync:
         self._pending[rid] = Pending(op, target, sync, rid)
         if op not in _LONG_OPS:
             self._acks_pending += 1
-        if op == "verdict":
+        if op in _QUIET_OPS:
+            self._quiet += 1
+        elif op == "fastpath":
+            self._parked += 1
+        elif op == "verdict":
+            self._verdicts += 1
             self._unstamped.append(rid)
         if op == "tools":
             self.tools_sent += 1
@@ -140,6 +170,12 @@ class LinkSync:
             self._acks_pending -= 1
         if entry is not None and entry.op == "tools":
             self.tools_unanswered -= 1
+        if entry is not None and entry.op in _QUIET_OPS:
+            self._quiet -= 1
+        elif entry is not None and entry.op == "fastpath":
+            self._parked -= 1
+        elif entry is not None and entry.op == "verdict":
+            self._verdicts -= 1
         return entry
 
     def verdicts_overdue(self, now: float) -> bool:
@@ -195,6 +231,7 @@ class LinkSync:
         pending, self._pending = self._pending, {}
         self.state = LinkState.DOWN
         self._acks_pending = 0
+        self._verdicts = self._quiet = self._parked = 0
         self.tools_unanswered = 0
         self._sync_left = 0
         self._unstamped.clear()

@@ -4,7 +4,8 @@ A read-only tool (`read_inbox`: pinned, no budget, no sink, no argument) is forw
 daemon is asked once the shim holds the fast-path set; the daemon still gets one allow record per
 call. The attack on that shape is losing the record: a daemon killed between the forward and the
 record must find it after a restart (the shim replays it). The other is a stale set: a budget added
-by a reload must hold from the next call on.
+by a reload must hold from the next call on. A third is a set used after the daemon died: the call
+made next must be refused.
 """
 
 from __future__ import annotations
@@ -98,6 +99,26 @@ async def test_record_of_a_forwarded_call_survives_kill_9_of_the_daemon(start: A
     assert len(records) == made + 1
     last = records[-1]
     assert last["verdict"] == "allow" and "fast_path" in last
+
+
+@pytest.mark.asyncio
+async def test_a_read_made_right_after_the_daemon_died_is_refused_not_forwarded(start: Any) -> None:
+    """Right after a forwarded read the shim owes bouncerd nothing but acknowledgements and does not
+    watch its socket for them; a daemon killed then must still be noticed before the next call is
+    handled, so that call is refused (fail closed) rather than forwarded on a set nobody holds."""
+    daemon = start()
+    spec = fixture_server("full")
+    with anyio.fail_after(60):
+        async with connect(shim_params(spec, daemon.home, session="f4"), "legacy", kind="shim") as probe:
+            await probe.client.list_tools()
+            await _until_fast(probe, daemon.home)
+            assert blocked_text(await probe.client.call_tool(TOOL, {})) is None  # forwarded
+            daemon.proc.send_signal(signal.SIGKILL)
+            daemon.proc.wait()
+            result = await probe.client.call_tool(TOOL, {})
+    refusal = blocked_text(result)
+    assert refusal is not None and "unreachable" in refusal
+    assert "deals@shop.example" not in json.dumps(result.model_dump(mode="json"))
 
 
 @pytest.mark.asyncio

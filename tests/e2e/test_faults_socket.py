@@ -18,7 +18,7 @@ from bouncerctl.app import main
 from click.testing import CliRunner
 from harness import blocked_text, connect, fixture_server, shim_params
 
-from bouncerd.server.daemon import SOCKET_CHECK_SECONDS
+from bouncerd.server.serving import SOCKET_CHECK_SECONDS
 
 if TYPE_CHECKING:
     from daemons import RunningDaemon

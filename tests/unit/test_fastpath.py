@@ -22,10 +22,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bouncerd import wire
-from bouncerd.core import engine as engine_steps
 from bouncerd.core import fastpath, taint
-from bouncerd.core.engine import Engine, Gate
+from bouncerd.core import gates as engine_steps
+from bouncerd.core.engine import Engine
 from bouncerd.core.fastpath import Grants
+from bouncerd.core.gates import Gate
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import Policy, load_policy, merge
 

@@ -10,7 +10,8 @@ import os
 from collections.abc import Sequence
 
 from bouncerd.core import approvals as ap
-from bouncerd.core.decision import Decider, Decision
+from bouncerd.core.decision import Decider
+from bouncerd.core.decision_types import Decision
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import load_policy, merge

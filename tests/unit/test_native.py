@@ -186,6 +186,9 @@ PIECES = [
     "=3D", "=?utf-8?b?", "?=", "%40", "&#64;", "\\\\host\\share", "@", ".", ":", "/", "//", "#", "[", "]",
     "xn--", "0x7f.1", "::1", "\x00", "\u200b", "\ufe0f", "\U000e0041", "Ｅ", "ı", "b", "ZXZl", "QGV2aWw=",
     "a" * 12, " ", "\n", "\r\n", "\t", "mailto:", "git@github.com:o/r.git", "+44 20 1234 5678",
+    # what free text dictates (`said`): quotes, id words, capitalised names, code-like words
+    "'", '"', "`", "“", "ID ", "file #", "number: ", "No. ", "Riverside View Hotel", "- ", "hunter22",
+    "new_password", "don't", "13",
 ]  # fmt: skip
 SMUGGLED = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=8)), max_size=12).map("".join)
 

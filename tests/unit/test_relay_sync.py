@@ -127,6 +127,57 @@ def test_a_slow_verdict_is_not_an_ack_the_pump_waits_for() -> None:
     assert link.replied(answer["id"]) is not None and not link.awaiting_acks
 
 
+def test_awaiting_a_verdict_counts_verdicts_only_until_answered_or_the_link_is_lost() -> None:
+    """What the pump polls for: an unanswered verdict, not an ack of an observation or a record."""
+    link, actions = synced_link()
+    assert link.request("observe", "out", OBSERVE)
+    assert not link.awaiting_verdict
+    assert link.request("verdict", "first", VERDICT)
+    assert link.request("verdict", "second", {"request_id": 2, "tool": "t", "arguments": {}})
+    _, first, second = sent(actions)
+    assert link.replied(first["id"]) is not None and link.awaiting_verdict
+    assert link.replied(first["id"]) is None and link.awaiting_verdict  # a repeated reply counts once
+    assert link.replied(second["id"]) is not None and not link.awaiting_verdict
+    assert link.request("verdict", "third", VERDICT)
+    link.lost()
+    assert not link.awaiting_verdict
+
+
+def test_the_pump_wakes_for_every_reply_but_acknowledgements_nothing_waits_on() -> None:
+    """A reply something waits on (a verdict, a tools list's answer, a withdrawal of the fast-path set
+    when no acknowledgement is owed) must wake the pump; acknowledgements of observations and records
+    alone need not: they are read when the pump next wakes, before it handles anything."""
+    link, actions = synced_link()
+    assert link.wake_for_replies  # nothing in flight: the socket is watched (a daemon going away)
+    assert link.request("fastpath", "ask", {"holding": None})
+    assert link.wake_for_replies  # a parked fastpath request alone: its reply (a withdrawal) wakes
+    record = {"request_id": 1, "request_id_json": "1", "tool": "t", "arguments": {}, "epoch": 1, "seq": 0}
+    assert link.request("forwarded", "record", record)
+    assert link.request("observe", "out", OBSERVE)
+    assert not link.wake_for_replies  # only acknowledgements and the parked request
+    assert link.request("verdict", "held", VERDICT)
+    assert link.wake_for_replies  # a verdict wakes
+    fastpath, forwarded, observe, verdict = sent(actions)
+    assert link.replied(verdict["id"]) is not None and not link.wake_for_replies
+    assert link.request("tools", None, {"tools": []})
+    assert link.wake_for_replies  # a tools list's answer is waited on (the fast-path set)
+    (tools,) = sent(actions)
+    assert link.replied(tools["id"]) is not None and not link.wake_for_replies
+    assert link.replied(forwarded["id"]) is not None and not link.wake_for_replies
+    assert link.replied(observe["id"]) is not None and link.wake_for_replies
+    assert link.request("observe", "out", OBSERVE)
+    link.lost()
+    assert link.wake_for_replies
+    assert link.replied(fastpath["id"]) is None
+    actions.clear()  # the observation sent before the loss
+    link.connected(None)  # a resync: replayed records and outputs are what calls wait for
+    assert link.request("forwarded", "record", record, sync=True)
+    assert link.request("observe", "out", OBSERVE, sync=True)
+    hello, *_ = sent(actions)
+    assert link.replied(hello["id"]) is not None and not link.sync_replied()
+    assert link.wake_for_replies and link.state is LinkState.SYNCING
+
+
 def test_each_reply_answers_its_own_request_once_in_any_order() -> None:
     link, actions = synced_link()
     assert link.request("verdict", "first", VERDICT)

@@ -11,7 +11,7 @@ import pytest
 from bouncerctl.report import mappings
 from bouncerctl.report.build import Aggregator, LogRead
 
-from bouncerd.core import ruleids
+from bouncerd.core import ruledocs, ruleids
 from bouncerd.core.audit import ChainResult
 from bouncerd.core.model import Verdict
 from bouncerd.core.ruleids import FAMILIES, RULES, RuleInfo
@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("bouncerd", "shim", "cli")
 DOCS = ROOT / "docs" / "policy.md"
 REGENERATE = (
-    ".venv/bin/python -c 'import pathlib; from bouncerd.core import ruleids; "
-    'p = pathlib.Path("docs/policy.md"); p.write_text(ruleids.with_rules_section(p.read_text()))\''
+    ".venv/bin/python -c 'import pathlib; from bouncerd.core import ruledocs; "
+    'p = pathlib.Path("docs/policy.md"); p.write_text(ruledocs.with_rules_section(p.read_text()))\''
 )
 ADD_A_ROW = (
     "add a row for it to _TABLE in bouncerd/core/ruleids.py (verdicts, meaning, OWASP and AIUC-1 "
@@ -180,8 +180,8 @@ def test_a_rule_listed_twice_is_refused() -> None:
 
 def test_the_docs_rules_section_is_the_generated_table() -> None:
     text = DOCS.read_text()
-    assert ruleids.BEGIN_MARK in text and ruleids.END_MARK in text, "docs/policy.md lost its Rules markers"
-    assert ruleids.with_rules_section(text) == text, (
+    assert ruledocs.BEGIN_MARK in text and ruledocs.END_MARK in text, "docs/policy.md lost its Rules markers"
+    assert ruledocs.with_rules_section(text) == text, (
         f"the Rules section of docs/policy.md is not what bouncerd/core/ruleids.py gives; regenerate it: "
         f"{REGENERATE}"
     )

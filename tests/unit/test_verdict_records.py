@@ -14,11 +14,13 @@ from typing import Any, get_type_hints
 
 import pytest
 
+from bouncerd.core import auditrecords as audit
 from bouncerd.core.approvals import arguments_digest
+from bouncerd.core.auditrecords import VerdictRecord
 from bouncerd.core.model import Provenance, Verdict
-from bouncerd.server import approvals, audit, daemon, hooks
+from bouncerd.server import approvals, daemon, hooks
 from bouncerd.server.sessions import ClientInfo, Session
-from bouncerd.server.verdicts import Judged, VerdictRecord, deliver, verdict_record
+from bouncerd.server.verdicts import Judged, deliver, verdict_record
 
 ARGS = {"to": "attacker@evil.test", "body": "the secret"}
 SEEN = Provenance(server="mail", tool="read_inbox", request_id=7, ts=1.0)

@@ -1,0 +1,123 @@
+"""One path out of the daemon for every decision (bouncerd/server/verdicts.py), and typed audit records.
+
+The crash this stops: a decision's audit record written before its events reach the journal. A
+`kill -9` between the two leaves a log that says a person granted a call (or that a code was opened)
+while the restarted daemon, replaying the journal, knows nothing of it: the grant is gone, or the
+code the log names is not open. So `VerdictPath` journals a decision's events in one write first,
+then its records, then the verdict's; the approvals desk journals nothing on a path of its own.
+
+The drift this stops: audit records built as bare dicts in a dozen places, each free to misspell a
+field the report and the export read. Every writer in bouncerd/server hands the log a typed record
+(bouncerd/core/auditrecords.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from bouncerd.core import auditrecords
+from bouncerd.core.model import Verdict
+from bouncerd.server import approvals
+from bouncerd.server.sessions import ClientInfo, Session
+from bouncerd.server.verdicts import Judged, VerdictPath
+
+SERVER_DIR = Path(__file__).resolve().parents[2] / "bouncerd" / "server"
+GRANT = {"ev": "approval_grant", "code": "K7Q-F2M"}  # the shape does not matter to the path
+
+
+def _path(log: list[tuple[str, Any]]) -> VerdictPath:
+    return VerdictPath(
+        lambda events: log.append(("journal", list(events))),
+        lambda record, now: log.append(("audit", record["rule"])),
+        lambda: "digest",
+    )
+
+
+def test_a_decisions_events_are_journaled_before_any_of_its_records_is_audited() -> None:
+    log: list[tuple[str, Any]] = []
+    granted = {"verdict": None, "rule": "approval.granted", "reason": "a person allowed this call"}
+    _path(log).settle([GRANT], [granted], 1.0)  # type: ignore[list-item]
+    assert log == [("journal", [GRANT]), ("audit", "approval.granted")]
+
+
+def test_a_verdicts_events_are_journaled_before_its_record_and_reply() -> None:
+    log: list[tuple[str, Any]] = []
+    session = Session("s1", 0.0, client=ClientInfo(name="claude-code"))
+    judged = Judged(session, "mail", 1, "send_email", Verdict("allow", "default.allow", "ok"), {})
+    reply = _path(log).deliver(4, judged, 1.0, [GRANT])  # type: ignore[list-item]
+    assert log == [("journal", [GRANT]), ("audit", "default.allow")]
+    assert (reply["id"], reply["verdict"]) == (4, "allow")
+
+
+def test_nothing_to_journal_writes_no_empty_journal_entry() -> None:
+    """The benign twin: a decision without events (a wrong code) costs no journal write."""
+    log: list[tuple[str, Any]] = []
+    wrong = {"verdict": None, "rule": "approval.wrong_code", "reason": "not open"}
+    _path(log).settle([], [wrong], 1.0)
+    assert log == [("audit", "approval.wrong_code")]
+
+
+def test_the_approvals_desk_journals_nothing_of_its_own() -> None:
+    """Its decisions reach the journal only through the verdict path it is handed."""
+    assert "journal" not in inspect.signature(approvals.ApprovalDesk).parameters
+    tree = ast.parse(inspect.getsource(approvals))
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    assert "journal" not in called and "settle" in called
+
+
+def _untyped_writes(source: str) -> list[int]:
+    """Lines where a dict literal is handed straight to an audit writer (append, audit_append, _audit,
+    audit, append_record) instead of a variable typed as one of the record kinds."""
+    writers = {"append", "audit_append", "_audit", "audit"}
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Dict):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        keys = {k.value for k in node.args[0].keys if isinstance(k, ast.Constant)}
+        if name in writers and "rule" in keys:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_server_module_hands_the_audit_log_an_untyped_record() -> None:
+    found = {
+        path.name: lines
+        for path in sorted(SERVER_DIR.glob("*.py"))
+        if (lines := _untyped_writes(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}, f"audit records built as bare dicts (type them in core/auditrecords.py): {found}"
+
+
+def test_the_untyped_write_check_catches_a_bare_dict() -> None:
+    """The check above can fail: a bare dict handed to the log is found."""
+    bare = 'self.audit_append({"verdict": None, "rule": "pins.accepted", "reason": "x"}, now)\n'
+    typed = 'record: EventRecord = {"verdict": None, "rule": "pins.accepted", "reason": "x"}\n'
+    assert _untyped_writes(bare) == [1]
+    assert _untyped_writes(typed + "self.audit_append(record, now)\n") == []
+
+
+def test_every_record_that_is_not_a_verdict_says_so_and_why() -> None:
+    kinds = [
+        auditrecords.EventRecord,
+        auditrecords.ServerEventRecord,
+        auditrecords.VouchRecord,
+        auditrecords.SessionEndedRecord,
+        auditrecords.ExportLossRecord,
+        auditrecords.ApprovalRecord,
+    ]
+    for kind in kinds:
+        hints = get_type_hints(kind)
+        assert hints["verdict"] is type(None), kind.__name__
+        assert {"rule", "reason"} <= kind.__required_keys__, kind.__name__
+    # what the log puts first is named by every kind it writes, so a reader sees one shape
+    verdict_fields = set(get_type_hints(auditrecords.VerdictRecord))
+    assert set(auditrecords.RECORD_FIELDS) - {"ts"} <= verdict_fields
