@@ -228,7 +228,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- the sink gate: sends ----
     Mutant(
         "sink.nul_character",
-        f"{CORE}/sinkgate.py",
+        f"{CORE}/sinkdest.py",
         'if "\\x00" in d.value:',
         "if False:",
         "a NUL in an argument of a send is not refused",

@@ -46,6 +46,21 @@ MAX_NAMED_ARGUMENT_CHARS = 2048  # longer values are text, not a source someone 
 CREATING_VERBS = frozenset(
     {"create", "draft", "add", "save", "compose", "new", "make", "prepare", "schedule"}
 )
+# A resource-then-verb name (`drafts.create`, `contacts.add`, as REST-style servers spell them) has its
+# verb last; more words than this before it are a phrase, not a resource path.
+MAX_RESOURCE_WORDS = 3
+
+
+def creates_object(tool_words: list[str]) -> bool:
+    """Whether a tool's name (its words) makes an object to send later: a creating verb first
+    (`create_draft`, `save_contact`) or after the resource it makes (`drafts.create`)."""
+    if not tool_words:
+        return False
+    return tool_words[0] in CREATING_VERBS or (
+        len(tool_words) <= MAX_RESOURCE_WORDS and tool_words[-1] in CREATING_VERBS
+    )
+
+
 _ID_NAME = re.compile(r"(?:^|[^A-Za-z0-9])[Ii][Dd]$|[a-z]Id$")  # id, draft_id, draftId, "Draft id"
 _ID_IN_TEXT = re.compile(r"\b(?:id|ID|Id)\b\s*[:=#]?\s*[\"'`]?([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})")
 

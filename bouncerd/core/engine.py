@@ -300,7 +300,7 @@ class Engine(Store):
                 if c.kind != "text":
                     sent_to.update(c.probes)
             parts = fallback.words(call.tool)
-            if verdict.rule == "sink.trusted" and parts and parts[0] in callnotes.CREATING_VERBS:
+            if verdict.rule == "sink.trusted" and callnotes.creates_object(parts):
                 made_for = tuple(d.value for d in dests)
         if call.kind == "tool" and not fallback_words.READ_VERBS.intersection(fallback.words(call.tool)[:1]):
             # A call that does not only read changes what it names: an object made for a trusted

@@ -74,6 +74,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from bouncerd.core.constraints import lands_bytes
@@ -85,6 +86,7 @@ from bouncerd.core.fallback_words import (
     DEST_FORMATS,
     DETERMINERS,
     DIRECTORY_NOUNS,
+    DIRECTORY_PHRASES,
     DIRECTORY_PLACES,
     HINT_WORDS,
     HOST_FORMATS,
@@ -451,6 +453,8 @@ def lists_own_directory(parts: list[str]) -> bool:
     counterparties (`list_contacts`, `get_channel_members`, `get_users_in_channel`, `search_calendar`).
     Plain `users` or `people` are not enough: `search_users` on a public code host lists strangers."""
     names = set(parts)
+    if any(pair in DIRECTORY_PHRASES for pair in pairwise(parts)):
+        return True
     return bool(DIRECTORY_NOUNS & names) or ("users" in names and bool(DIRECTORY_PLACES & names))
 
 

@@ -91,6 +91,10 @@ DIRECTORY_NOUNS = _set(
     "contact contacts addressbook member members attendee attendees participant participants colleague "
     "colleagues roster payee payees counterparty counterparties calendar transaction transactions"
 )
+# Two-word names of the same lists (`get_address_book`, `list_phone_book`).
+DIRECTORY_PHRASES = frozenset(
+    {("address", "book"), ("phone", "book"), ("contact", "list"), ("buddy", "list")}
+)
 DIRECTORY_PLACES = _set("channel channels team teams workspace workspaces org organization group groups")
 MOVE_VERBS = _set("move copy rename")
 # Verbs that write data into a store: into a bucket or remote the call names, that is a send

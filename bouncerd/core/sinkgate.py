@@ -3,10 +3,10 @@
 
 Theory of operation
 -------------------
-1. *Which values are destinations.* A tool with `exfiltrating: true` declares its sink parameters.
-   If it declares none, or any declared one is absent or empty in this call, the call is ambiguous and
-   every argument becomes a sink (an attacker who puts the address in an undeclared field gains
-   nothing). Dict keys and values, lists and nested objects are all walked, so
+1. *Which values are destinations* (`sinkdest`). A tool with `exfiltrating: true` declares its sink
+   parameters. If it declares none, or any declared one is absent or empty in this call, the call is
+   ambiguous and every argument becomes a sink (an attacker who puts the address in an undeclared field
+   gains nothing). Dict keys and values, lists and nested objects are all walked, so
    `{"recipients": {"a@x.com": "Ann"}}` yields both the address and the display name.
 2. *Classify each destination*, strongest first:
    trusted (allowlist, trusted domain, approved, vouched by the user) → allow. Trust beats taint: the
@@ -26,91 +26,24 @@ that did not appear → deny (data smuggled into the URL); any other URL → all
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
 from bouncerd.core import canon, shapes, tokens, typed, url
-from bouncerd.core.constraints import find_values
 from bouncerd.core.fallback import words
 from bouncerd.core.model import Provenance, Verdict
+from bouncerd.core.sinkdest import SHOWN_DESTINATION_CHARS as SHOWN_DESTINATION_CHARS
+from bouncerd.core.sinkdest import Destination as Destination
+from bouncerd.core.sinkdest import assembled as assembled
+from bouncerd.core.sinkdest import destination_shaped as destination_shaped
+from bouncerd.core.sinkdest import destinations as destinations
+from bouncerd.core.sinkdest import leaves as leaves
+from bouncerd.core.sinkdest import local_path, read_as, smuggled_destinations
+from bouncerd.core.sinkdest import readings_text as readings_text
+from bouncerd.core.sinkdest import shown as shown
 from bouncerd.core.taint import Hit
-
-# A destination longer than this is not a destination anyone types: it is a body of text that landed
-# in a sink (the every-argument case). It is still classified, but shown truncated in reasons.
-SHOWN_DESTINATION_CHARS = 120
-
-
-@dataclass(frozen=True)
-class Destination:
-    parameter: str  # dotted path of the argument it came from, e.g. "to[1]" or "recipients.<key>"
-    value: str
-    parts: tuple[str, ...] = ()  # for a destination assembled from several arguments: their paths
-
-
-# ---- destinations assembled from several arguments -----------------------------------------------------
-
-# Roles of argument names whose values together make one destination: `to_user` + `to_domain` is an
-# address, `owner` + `repo` a repository, `host` + `path` a URL. A name is split into words
-# (snake, kebab, camel case); the role word is the last one, the rest (`to`) must agree between the pair.
-_LOCAL_ROLE = frozenset({"user", "username", "local", "localpart", "mailbox", "login", "account"})
-_DOMAIN_ROLE = frozenset({"domain", "host", "hostname", "server"})
-_OWNER_ROLE = frozenset({"owner", "org", "organization", "organisation", "namespace", "workspace"})
-_REPO_ROLE = frozenset({"repo", "repository", "project"})
-_PATH_ROLE = frozenset({"path", "endpoint", "route", "share"})
-_PORT_ROLE = frozenset({"port"})
-MAX_ASSEMBLED_PER_OBJECT = 16  # pairs joined per object: a call has a handful of arguments
-
-
-def _role(name: str) -> tuple[str, str] | None:
-    parts = words(name)
-    if not parts:
-        return None
-    last, rest = parts[-1], "_".join(parts[:-1])
-    if len(parts) >= 2 and parts[-2] + last in _LOCAL_ROLE | _DOMAIN_ROLE:  # local_part, host_name
-        last, rest = parts[-2] + last, "_".join(parts[:-2])
-    for role, names in (
-        ("local", _LOCAL_ROLE),
-        ("domain", _DOMAIN_ROLE),
-        ("owner", _OWNER_ROLE),
-        ("repo", _REPO_ROLE),
-        ("path", _PATH_ROLE),
-        ("port", _PORT_ROLE),
-    ):
-        if last in names:
-            return role, rest
-    return None
-
-
-def assembled(arguments: Mapping[str, Any], path: str = "", depth: int = 0) -> list[Destination]:
-    """Destinations that only pairs of arguments spell: `user@domain`, `owner/repo`, `host[:port]/path`.
-
-    Each object of the arguments is read on its own (nested ones too, to a small depth)."""
-    out: list[Destination] = []
-    by_role: dict[tuple[str, str], tuple[str, str]] = {}
-    for name, value in arguments.items():
-        sub = f"{path}.{name}" if path else str(name)
-        if isinstance(value, Mapping) and depth < 3:
-            out += assembled(value, sub, depth + 1)
-        elif isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
-            named = _role(str(name))
-            if named is not None:
-                by_role.setdefault(named, (sub, str(value).strip()))
-    for (role, rest), (p1, v1) in by_role.items():
-        for second, joiner in (("domain", "@"), ("repo", "/")):
-            first = {"domain": "local", "repo": "owner"}[second]
-            if role == first and (second, rest) in by_role:
-                p2, v2 = by_role[(second, rest)]
-                out.append(Destination(f"{p1}+{p2}", f"{v1.lstrip('@')}{joiner}{v2.lstrip('@/')}", (p1, p2)))
-        if role == "domain":
-            host = v1
-            if ("port", rest) in by_role:
-                host = f"{v1}:{by_role[('port', rest)][1]}"
-            if ("path", rest) in by_role:
-                p2, v2 = by_role[("path", rest)]
-                out.append(Destination(f"{p1}+{p2}", f"{host}/{v2.lstrip('/')}", (p1, p2)))
-    return out[:MAX_ASSEMBLED_PER_OBJECT]
 
 
 @dataclass(frozen=True)
@@ -123,81 +56,6 @@ class Trust:
     # Wide keys a directory tool listed in identity fields (the user's contacts, members, attendees,
     # counterparties) -> that tool. Weaker than the rest: free text anywhere outranks it (`classify`).
     listed: Mapping[str, str] = field(default_factory=dict)
-
-
-def destinations(
-    arguments: Mapping[str, Any],
-    sink_params: Sequence[str],
-    looks_like_destination: Callable[[str], bool] = lambda _name: False,
-) -> tuple[list[Destination], bool]:
-    """The destinations of one call, and whether every argument had to be treated as a sink.
-
-    Declared sink parameters that carry something are destinations, and so are undeclared top-level
-    parameters whose *name* is destination-shaped (`recipients` next to a declared `to`: a pack that
-    missed a parameter must not open a hole). If no declared sink carries anything (absent, null, "",
-    [] or {}), the call is ambiguous and every argument is a destination.
-    """
-    found: list[Destination] = []
-    for param in sink_params:
-        for concrete, value in find_values(arguments, param):
-            found.extend(_leaves(value, concrete))
-    if not found:
-        return [d for d in _leaves(arguments, "") if destination_shaped(d.value)], True
-    declared = {d.parameter for d in found}
-    for path, value in _named_values(arguments, ""):
-        if path in declared:
-            continue
-        name = path.rsplit(".", 1)[-1].split("[", 1)[0]
-        nested = "." in path or "[" in path
-        if (nested and _names_recipient(name)) or (not nested and looks_like_destination(name)):
-            found.extend(
-                d for d in _leaves(value, path) if d.parameter not in declared and _addressable(d.value)
-            )
-    return found, False
-
-
-# An undeclared parameter gated for its name holds an address, a name or a handle; a value longer than
-# this, or over several lines, is text the server cannot deliver to (a channel named with a pasted
-# paragraph), and what may hide in it is the smuggling check's to find (`_smuggled_destinations`).
-MAX_GUESSED_DESTINATION_CHARS = 256
-
-
-def _addressable(value: str) -> bool:
-    """Whether a value of an undeclared, destination-named parameter can be where data is delivered."""
-    if len(value) <= MAX_GUESSED_DESTINATION_CHARS and "\n" not in value and "\r" not in value:
-        return True
-    return canon.canonicalize(value).kind != "text"
-
-
-# Inside nested objects only names of recipients count (`headers.Bcc`, `options.cc`, `envelope.to`): a
-# link inside a message block (`blocks[0].url`) is content, not where the message goes.
-_RECIPIENT_WORDS = frozenset(
-    {"to", "cc", "bcc", "recipient", "recipients", "reply", "replyto", "forward", "forwardto", "rcpt",
-     "destination", "destinations", "email", "emails", "address", "addresses", "webhook", "callback"}
-)  # fmt: skip
-
-
-def _names_recipient(name: str) -> bool:
-    parts = words(name)
-    return bool(parts) and (parts[-1] in _RECIPIENT_WORDS or (len(parts) > 1 and parts[0] in ("to", "cc")))
-
-
-MAX_NAMED_DEPTH = 6  # argument objects nest a few levels (headers, options, envelope); deeper is data
-
-
-def _named_values(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
-    """Every (path, value) under a named key of the arguments, nested objects and lists included, so a
-    `headers.Bcc` or `options.cc[0]` beside a declared `to` is found by its name."""
-    if depth > MAX_NAMED_DEPTH:
-        return
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            sub = f"{path}.{k}" if path else str(k)
-            yield sub, v
-            yield from _named_values(v, sub, depth + 1)
-    elif isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            yield from _named_values(v, f"{path}[{i}]", depth + 1)
 
 
 # A tool that changes an existing object of the user's (a scheduled payment, an event) sends nothing new
@@ -216,13 +74,30 @@ _SENDING_WORDS = frozenset(
 _CREATE_VERBS = frozenset({"create", "add", "new", "make", "insert"})
 
 
+# A resource-then-verb name (`calendar.events.insert`, `events.update`) has its verb last; more words
+# than this before it are a phrase, not a resource path.
+MAX_RESOURCE_WORDS = 3
+
+
+def _verb_and_object(tool: str) -> tuple[str, list[str]]:
+    """The verb of a tool's name and the words of what it acts on: the first word (`create_event`), or
+    the last of a short resource path whose first word is no verb of ours (`calendar.events.insert`)."""
+    parts = words(tool)
+    if not parts:
+        return "", []
+    known = _CREATE_VERBS | _EDIT_VERBS
+    if parts[0] not in known and len(parts) <= MAX_RESOURCE_WORDS and parts[-1] in known:
+        return parts[-1], parts[:-1]
+    return parts[0], parts[1:]
+
+
 def _creates_what_you_asked(tool: str, trust: Trust) -> str | None:
     """`creates the event you asked for` when the tool's name creates something the user's prompt named
     (a word of the tool's object, singular or plural, typed: "add an event to my calendar"), else None."""
-    parts = words(tool)
-    if not parts or parts[0] not in _CREATE_VERBS or _SENDING_WORDS.intersection(parts):
+    verb, nouns = _verb_and_object(tool)
+    if verb not in _CREATE_VERBS or _SENDING_WORDS.intersection(words(tool)):
         return None
-    for noun in parts[1:]:
+    for noun in nouns:
         for form in (noun, noun.removesuffix("s"), noun + "s"):
             key = typed.typed_key(form)
             if len(form) > 2 and key is not None and key in trust.destinations:
@@ -232,72 +107,7 @@ def _creates_what_you_asked(tool: str, trust: Trust) -> str | None:
 
 def edits_in_place(tool: str) -> bool:
     """Whether a tool's name says it changes an existing object and says nothing of sending."""
-    parts = words(tool)
-    return bool(parts) and parts[0] in _EDIT_VERBS and not _SENDING_WORDS.intersection(parts)
-
-
-# Values that name no place data can go: a date or a time, a local file path (where bytes land on this
-# machine is the write constraint's business, `allowed_path_prefixes`).
-_DATE_TIME = re.compile(
-    r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
-    r"|\d{1,2}:\d{2}(?::\d{2})?(?:\s?[ap]\.?m\.?)?",
-    re.IGNORECASE,
-)
-_LOCAL_PATH = re.compile(r"(?:~|\.{1,2})?/(?!/)[^\s:]*|(?:\.{1,2}|~)(?:[\\/][^\s:\\/]*)+|[A-Za-z]:[\\/][^:]*")
-
-
-def destination_shaped(value: str) -> bool:
-    """Whether an argument value that no declared sink parameter holds can name where data goes: one
-    destination (an address, URL, host, phone, IBAN, handle), or text with destination tokens in it
-    (a planted address in a `notes` argument is still read). A time, a date, a local path, a number
-    or plain words name no place: a call whose every such argument is of that kind sends nowhere new.
-    """
-    text = value.strip()
-    if _DATE_TIME.fullmatch(text) or _LOCAL_PATH.fullmatch(text):
-        return False
-    c = canon.canonicalize(text)
-    if c.kind != "text":
-        return True
-    return any(len(p) >= shapes.MIN_KEY_CHARS for p in c.probes[1:])
-
-
-def leaves(arguments: Mapping[str, Any]) -> Iterator[Destination]:
-    """Every string (and number) in a call's arguments, with its path: keys of nested objects too."""
-    return _leaves(arguments, "")
-
-
-def _leaves(value: Any, path: str) -> Iterator[Destination]:
-    if isinstance(value, str):
-        if value.strip():
-            yield Destination(path or "(arguments)", value)
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            sub = f"{path}.{k}" if path else str(k)
-            if path and str(k).strip():  # top-level keys are parameter names, nested ones may be addresses
-                yield Destination(f"{sub} (key)", str(k))
-            yield from _leaves(v, sub)
-    elif isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            yield from _leaves(v, f"{path}[{i}]")
-    elif isinstance(value, bool) or value is None:
-        return
-    elif isinstance(value, int | float):
-        # Numbers can be destinations too (a phone number, an account id): compare their text.
-        yield Destination(path or "(arguments)", str(value))
-
-
-def shown(value: str) -> str:
-    """A destination as it may appear in a reason: invisible characters made visible, length capped.
-
-    A value that is not one destination (a message body that landed in a sink because the call named
-    no destination) is not quoted at all: it may hold text the agent copied from hostile output, and
-    the reason goes back to the agent (don't re-inject the injection)."""
-    if canon.canonicalize(value).kind == "text":
-        return f"(a {len(value)}-character text value)"
-    text = canon.visible(value)
-    if len(text) > SHOWN_DESTINATION_CHARS:
-        text = text[: SHOWN_DESTINATION_CHARS - 1] + "…"
-    return repr(text)
+    return _verb_and_object(tool)[0] in _EDIT_VERBS and not _SENDING_WORDS.intersection(words(tool))
 
 
 def _where(prov: Provenance | None) -> str:
@@ -323,66 +133,6 @@ def trusted_reason(dest: Destination, trust: Trust) -> str | None:
             if host == dom or host.endswith("." + dom):
                 return "trusted domain"
     return None
-
-
-def readings_text(value: str) -> str:
-    """What a value with several readings reaches, for a reason or a question: the receiver's first."""
-    r = canon.reading(value)
-    why = ", ".join(q.replace("_", " ") for q in r.quirks)
-    if not r.reached:
-        return why
-    reached = [canon.visible(x)[:SHOWN_DESTINATION_CHARS] for x in r.reached[:4]]
-    return f"{why}; the server would reach {reached[0]!r}" + (
-        f", other readings: {', '.join(repr(x) for x in reached[1:])}" if len(reached) > 1 else ""
-    )
-
-
-def _read_as(dest: Destination) -> str:
-    r = canon.reading(dest.value)
-    return "" if r.single else f" ({readings_text(dest.value)})"
-
-
-# A line break, then a header name and a colon: in a mail or HTTP message built by string concatenation the
-# rest of the line is a header of its own (`subject: "Q3\r\nBcc: eve@evil.example"`).
-_HEADER_INJECTION = re.compile(
-    r"[\r\n\x85\u2028\u2029][ \t]*((?:resent-)?(?:to|cc|bcc|from|sender|reply-to|return-path|"
-    r"delivered-to|envelope-to|x-forwarded-to|location|host|forwarded|refresh)[ \t]*:[^\r\n]*)",
-    re.IGNORECASE,
-)
-# A message body is not a header: a forwarded mail quotes `From:` and `To:` lines in it on purpose.
-_BODY_WORDS = frozenset(
-    {"body", "text", "content", "contents", "html", "markdown", "message", "description", "comment", "note"}
-)
-_CONTROL_SPLIT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]+")
-
-
-def _smuggled_destinations(arguments: Mapping[str, Any], sinks: set[str]) -> list[Destination] | Verdict:
-    """Destinations smuggled into the other arguments of a send: a NUL anywhere is refused outright (C
-    code stops reading there, so what is checked is not what is sent); a header line after a line break
-    and text after another control character become destinations of their own."""
-    out: list[Destination] = []
-    for d in _leaves(arguments, ""):
-        if "\x00" in d.value:
-            return Verdict(
-                "deny",
-                "sink.nul_character",
-                f"argument {d.parameter!r} of a sending tool holds a NUL character: what Bouncer checks "
-                f"would not be what the server reads",
-                parameter=d.parameter,
-            )
-        if d.parameter in sinks:
-            continue
-        name = words(d.parameter.rsplit(".", 1)[-1].split("[", 1)[0])
-        if not (name and name[-1] in _BODY_WORDS):
-            for m in _HEADER_INJECTION.finditer(d.value):
-                value = m.group(1).split(":", 1)[1].strip()
-                if canon.canonicalize(value).kind != "text" or tokens.text_keys(value):
-                    out.append(Destination(f"{d.parameter} (header line)", value))
-        if _CONTROL_SPLIT.search(d.value):
-            for part in _CONTROL_SPLIT.split(d.value)[1:]:
-                if part.strip() and canon.canonicalize(part.strip()).kind != "text":
-                    out.append(Destination(f"{d.parameter} (after a control character)", part.strip()))
-    return [d for d in out if d.value]
 
 
 def _with_assembled(
@@ -426,6 +176,8 @@ def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None
     why = trusted_reason(dest, trust)
     if why is not None:
         return Classified(dest, "trusted", why=why)
+    if local_path(dest.value):  # `to_path` of a move: nothing leaves the machine
+        return Classified(dest, "trusted", why="a path on this machine")
     hit = lookup(dest.value)
     if hit is not None and hit.state == "tainted" and not hit.identity_only:
         return Classified(dest, "tainted", provenance=hit.provenance)
@@ -485,7 +237,7 @@ def send_verdict(
             "sink.no_destination",
             f"{tool} sends data but this call names no destination Bouncer can check",
         )
-    smuggling = _smuggled_destinations(arguments, {d.parameter for d in dests})
+    smuggling = smuggled_destinations(arguments, {d.parameter for d in dests})
     if isinstance(smuggling, Verdict):
         return smuggling
     results = [classify(d, trust, lookup) for d in [*dests, *smuggling]]
@@ -497,7 +249,7 @@ def send_verdict(
             return Verdict(
                 "deny",
                 "sink.tainted_destination",
-                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r}{_read_as(c.dest)} "
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r}{read_as(c.dest)} "
                 f"first appeared {_where(c.provenance)}; sending there could carry your data to whoever "
                 f"planted it. If this destination is really yours, add it to trusted_destinations in "
                 f"your policy",
@@ -725,7 +477,7 @@ def fetch_verdict(
             return Verdict(
                 "deny",
                 "fetch.tainted_host_new_path",
-                f"URL {shown(d.value)} in argument {d.parameter!r}{_read_as(d)} is on a host that first "
+                f"URL {shown(d.value)} in argument {d.parameter!r}{read_as(d)} is on a host that first "
                 f"appeared {_where(hit.provenance)}, but with a path, query or fragment that did not "
                 f"appear there: {what} it could smuggle your data out in the URL",
                 destination=d.value,

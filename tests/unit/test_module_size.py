@@ -16,7 +16,6 @@ MAX_MODULE_LINES = 600
 # Over the limit and not split yet, each along a seam of its own: an entry here may only go.
 NOT_SPLIT_YET = frozenset(
     {
-        "bouncerd/core/sinkgate.py",
         "bouncerd/core/tokens.py",
         "bouncerd/core/fold.py",
     }
