@@ -1,8 +1,11 @@
-"""The `daemon` and `start` fixtures: a real `bouncerd --foreground` in a short temporary BOUNCER_HOME.
+"""The `daemon`, `shared_daemon` and `start` fixtures: a real `bouncerd --foreground` in a short
+temporary BOUNCER_HOME.
 
 `daemon` yields a `RunningDaemon` (daemons.py) once the socket answers a ping, and stops the daemon
-with SIGTERM at the end (SIGKILL only if it does not exit in time). Tests import what they need from
-daemons.py or harness.py, never from this module.
+with SIGTERM at the end (SIGKILL only if it does not exit in time). `shared_daemon` is the same, one
+for a whole module: only for tests that read what the daemon holds and change nothing another test
+of the module reads (a test that needs its own taint gives its shim a session of its own). Tests
+import what they need from daemons.py or harness.py, never from this module.
 """
 
 from __future__ import annotations
@@ -15,8 +18,7 @@ from daemons import RunningDaemon, short_home, spawn_daemon, wait_until_serving
 from harness import write_policy
 
 
-@pytest.fixture
-def daemon() -> Iterator[RunningDaemon]:
+def _serving() -> Iterator[RunningDaemon]:
     home = short_home()
     running = spawn_daemon(home)
     try:
@@ -25,6 +27,16 @@ def daemon() -> Iterator[RunningDaemon]:
     finally:
         running.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon() -> Iterator[RunningDaemon]:
+    yield from _serving()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon() -> Iterator[RunningDaemon]:
+    yield from _serving()
 
 
 @pytest.fixture
