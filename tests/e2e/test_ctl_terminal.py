@@ -106,9 +106,11 @@ def _whole(needle: str, text: str) -> bool:
     return "".join(needle.split()) in "".join(ANSI.sub("", text).split())
 
 
-@pytest.fixture
-def world(daemon: RunningDaemon) -> Iterator[dict[str, Any]]:
-    """A live session (claude-code, pid 4242) with a long-reasoned ask, an open code, a new tool."""
+@pytest.fixture(scope="module")
+def world(shared_daemon: RunningDaemon) -> Iterator[dict[str, Any]]:
+    """A live session (claude-code, pid 4242) with a long-reasoned ask, an open code, a new tool: one
+    for the module's tests that only run commands reading it (the others get a daemon of their own)."""
+    daemon = shared_daemon
     with Client.connect(
         daemon.paths,
         role="shim",
@@ -154,19 +156,19 @@ COMMANDS = [
 
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_every_command_fits_80_columns_in_a_real_terminal(
-    daemon: RunningDaemon, world: dict[str, Any], args: list[str]
+    shared_daemon: RunningDaemon, world: dict[str, Any], args: list[str]
 ) -> None:
     """Lines wider than the terminal are wrapped by it mid-word: columns tear and text is hard to read."""
-    out = run_in_pty([str(BOUNCERCTL), *args], _env(daemon))
+    out = run_in_pty([str(BOUNCERCTL), *args], _env(shared_daemon))
     assert out.strip()
     _assert_fits(out, " ".join(args))
 
 
 def test_the_long_reason_and_destination_reach_the_terminal_whole(
-    daemon: RunningDaemon, world: dict[str, Any]
+    shared_daemon: RunningDaemon, world: dict[str, Any]
 ) -> None:
     """A reason cut with "…" hid where the data would go (tail dropped it at ~91 columns)."""
-    env = _env(daemon)
+    env = _env(shared_daemon)
     tail = run_in_pty([str(BOUNCERCTL), "tail"], env)
     assert _whole(world["reason"], tail)
     assert ANSI.sub("", tail).count("…") == world["reason"].count("…")  # none added by bouncerctl
@@ -180,14 +182,14 @@ def test_the_long_reason_and_destination_reach_the_terminal_whole(
 
 
 def test_status_opens_with_one_coloured_health_line_and_names_the_session(
-    daemon: RunningDaemon, world: dict[str, Any]
+    shared_daemon: RunningDaemon, world: dict[str, Any]
 ) -> None:
-    out = run_in_pty([str(BOUNCERCTL), "status"], _env(daemon))
+    out = run_in_pty([str(BOUNCERCTL), "status"], _env(shared_daemon))
     first = out.splitlines()[0]
     assert first.startswith("\x1b[")  # the dot is coloured: yellow, something waits for a person
     assert "\x1b[33m" in first
     plain = ANSI.sub("", out)
-    assert plain.startswith("● bouncerd ") and f"pid {daemon.proc.pid}" in plain.splitlines()[0]
+    assert plain.startswith("● bouncerd ") and f"pid {shared_daemon.proc.pid}" in plain.splitlines()[0]
     health = " ".join(plain.split("\n\n", 1)[0].split())  # the health line, wrapped between its parts
     assert "1 ask waiting · 1 tool to review" in health and "policy loaded" in health
     assert "claude-code 2.0.1, pid 4242" in plain
@@ -195,24 +197,26 @@ def test_status_opens_with_one_coloured_health_line_and_names_the_session(
 
 @pytest.mark.parametrize("args", [["status"], ["tail"], ["pending"], ["pins", "show"]], ids=" ".join)
 def test_colour_on_a_terminal_only_and_never_under_no_color(
-    daemon: RunningDaemon, world: dict[str, Any], args: list[str]
+    shared_daemon: RunningDaemon, world: dict[str, Any], args: list[str]
 ) -> None:
     """Escape codes in a pipe or a log file are garbage; NO_COLOR (no-color.org) must be honoured."""
     argv = [str(BOUNCERCTL), *args]
-    tty = run_in_pty(argv, _env(daemon))
+    tty = run_in_pty(argv, _env(shared_daemon))
     if args[0] in ("status", "tail"):
         assert "\x1b[" in tty
-    assert "\x1b[" not in run_in_pty(argv, _env(daemon, NO_COLOR="1"))
-    assert "\x1b[" not in _piped(argv, _env(daemon))
-    assert "\x1b[" not in _piped(argv, _env(daemon, NO_COLOR="1", FORCE_COLOR="1"))  # NO_COLOR wins
+    assert "\x1b[" not in run_in_pty(argv, _env(shared_daemon, NO_COLOR="1"))
+    assert "\x1b[" not in _piped(argv, _env(shared_daemon))
+    assert "\x1b[" not in _piped(argv, _env(shared_daemon, NO_COLOR="1", FORCE_COLOR="1"))  # NO_COLOR wins
     if args[0] in ("status", "tail"):
-        assert "\x1b[" in _piped(argv, _env(daemon, FORCE_COLOR="1"))
+        assert "\x1b[" in _piped(argv, _env(shared_daemon, FORCE_COLOR="1"))
 
 
-def test_json_carries_the_same_records_as_the_text(daemon: RunningDaemon, world: dict[str, Any]) -> None:
+def test_json_carries_the_same_records_as_the_text(
+    shared_daemon: RunningDaemon, world: dict[str, Any]
+) -> None:
     """Scripts read --json; it must parse and hold what the person sees, argument values aside."""
-    env = _env(daemon)
-    written = [json.loads(line) for line in daemon.paths.audit.read_text().splitlines()]
+    env = _env(shared_daemon)
+    written = [json.loads(line) for line in shared_daemon.paths.audit.read_text().splitlines()]
     tailed = [
         json.loads(line) for line in _piped([str(BOUNCERCTL), "tail", "--json", "-n", "50"], env).splitlines()
     ]
@@ -230,9 +234,9 @@ def test_json_carries_the_same_records_as_the_text(daemon: RunningDaemon, world:
 
 
 def test_tail_filters_in_a_terminal_select_the_records_asked_for(
-    daemon: RunningDaemon, world: dict[str, Any]
+    shared_daemon: RunningDaemon, world: dict[str, Any]
 ) -> None:
-    env = _env(daemon)
+    env = _env(shared_daemon)
     asks = ANSI.sub("", run_in_pty([str(BOUNCERCTL), "tail", "--verdict", "ask", "--since", "10m"], env))
     assert "ASK" in asks and "ALLOW" not in asks and _whole(world["reason"], asks)
     other = ANSI.sub("", run_in_pty([str(BOUNCERCTL), "tail", "--server", "chat"], env))

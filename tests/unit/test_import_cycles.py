@@ -9,6 +9,7 @@ collaborator one module needs from another is passed in as a narrow `typing.Prot
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +50,7 @@ def _imported(name: str, path: Path, modules: set[str]) -> Iterator[str]:
                 yield full if full in modules else module
 
 
+@functools.cache  # parsing every module takes seconds; the tests only read the graph
 def _graph() -> dict[str, list[str]]:
     modules = _modules()
     names = set(modules)
