@@ -58,7 +58,7 @@ tools:
     sink_params: [to]
   write_file:
     write_params: [path]
-    allowed_path_prefixes: [/work/out]
+    allowed_path_prefixes: [/srv/out]
   delete_file:
     max_calls: 1
   fetch_url:
@@ -241,8 +241,8 @@ def test_destination_typed_by_the_user_is_vouched() -> None:
 
 def test_write_outside_allowed_prefix_is_denied() -> None:
     eng = _engine()
-    assert _call(eng, MAIL, "write_file", path="/work/out/a.txt", content="").verdict == "allow"
-    v = _call(eng, MAIL, "write_file", path="/work/out/../../root/.ssh/authorized_keys", content="k")
+    assert _call(eng, MAIL, "write_file", path="/srv/out/a.txt", content="").verdict == "allow"
+    v = _call(eng, MAIL, "write_file", path="/srv/out/../../root/.ssh/authorized_keys", content="k")
     assert v.verdict == "deny" and v.rule == "constraint.path"
 
 
