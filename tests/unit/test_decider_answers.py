@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import pytest
 
 from bouncerd.core.decision import Decider
+from bouncerd.core.decision_types import PolicyEditDue
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import load_policy, merge
@@ -101,7 +102,8 @@ def test_an_answer_to_a_code_nobody_opened_approves_nothing() -> None:
 def test_an_always_whose_policy_edit_failed_approves_nothing() -> None:
     decider, code = _asked()
     out = decider.decide_answer(S, "mail", code, "accept", "always", 1, now=20.0)
-    assert out.verdict is None and out.policy_edit is not None  # waits for policy.yaml to be edited
+    assert isinstance(out, PolicyEditDue)  # no verdict yet: it waits for policy.yaml to be edited
+    assert not hasattr(out, "verdict") and out.policy_edit is not None
     failed = decider.after_policy_edit(out.policy_edit, "policy.yaml is read-only", now=21.0)
     assert failed.verdict is not None
     assert (failed.verdict.verdict, failed.verdict.rule) == ("deny", "approval.always_failed")
