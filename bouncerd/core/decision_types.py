@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 from bouncerd.core import approvals as ap
 from bouncerd.core.auditrecords import ApprovalRecord
@@ -152,6 +152,14 @@ def answered(record: ApprovalRecord, context: AnswerContext) -> ApprovalRecord:
     return record
 
 
+class TrailFields(TypedDict):
+    """The fields every result type takes from its `Trail`."""
+
+    events: tuple[EngineEvent, ...]
+    records: tuple[ApprovalRecord, ...]
+    opened: ap.Pending | None
+
+
 class TrailBuilder:
     """What a decision leaves while it runs (events, records, the code it opened); each outcome's
     result type is built from it once, at the end."""
@@ -161,45 +169,26 @@ class TrailBuilder:
         self.records: list[ApprovalRecord] = []
         self.opened: ap.Pending | None = None
 
+    def _left(self) -> TrailFields:
+        return {"events": tuple(self.events), "records": tuple(self.records), "opened": self.opened}
+
     def trail(self) -> Trail:
-        return Trail(events=tuple(self.events), records=tuple(self.records), opened=self.opened)
+        return Trail(**self._left())
 
     def call(self, verdict: Verdict, ask: Ask | None = None) -> CallVerdict:
-        return CallVerdict(
-            events=tuple(self.events),
-            records=tuple(self.records),
-            opened=self.opened,
-            verdict=verdict,
-            ask=ask,
-        )
+        return CallVerdict(**self._left(), verdict=verdict, ask=ask)
 
     def answer(self, verdict: Verdict, code: str, binding: ap.Binding | None) -> AnswerVerdict:
-        return AnswerVerdict(
-            events=tuple(self.events),
-            records=tuple(self.records),
-            opened=self.opened,
-            verdict=verdict,
-            code=code,
-            binding=binding,
-        )
+        return AnswerVerdict(**self._left(), verdict=verdict, code=code, binding=binding)
 
     def edit_due(self, edit: PolicyEdit) -> PolicyEditDue:
-        return PolicyEditDue(
-            events=tuple(self.events), records=tuple(self.records), opened=self.opened, policy_edit=edit
-        )
+        return PolicyEditDue(**self._left(), policy_edit=edit)
 
     def refuse(self, error: str, message: str) -> Refusal:
-        return Refusal(
-            events=tuple(self.events),
-            records=tuple(self.records),
-            opened=self.opened,
-            refusal=(error, message),
-        )
+        return Refusal(**self._left(), refusal=(error, message))
 
     def found(self, pending: ap.Pending) -> CodeFound:
-        return CodeFound(
-            events=tuple(self.events), records=tuple(self.records), opened=self.opened, found=pending
-        )
+        return CodeFound(**self._left(), found=pending)
 
 
 def scope_of(choice: str) -> Scope:
