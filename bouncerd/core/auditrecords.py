@@ -11,7 +11,8 @@ Each kind of record is a `TypedDict` here, and each is built in one place:
 
 - `VerdictRecord`: a verdict (allow, deny, ask), by `bouncerd.server.verdicts.verdict_record` alone;
 - `ApprovalRecord`: what a person or a code did (``approval.*``), decided in
-  `bouncerd.core.decision` and written on the verdict path (`bouncerd.server.verdicts.VerdictPath`);
+  `bouncerd.core.decision`, built by `bouncerd.core.decision_types.approval_record` and carried in
+  a decision's result (`Trail.records`) to the verdict path (`bouncerd.server.verdicts.VerdictPath`);
 - `EventRecord` and its kinds: a record that is not a verdict (``verdict`` null): the log's own
   (``audit.rotated``, ``audit.repaired``, ``audit.gap``), a policy reload, accepted pins, accepted
   loss, a vouched prompt (`VouchRecord`), a session's end (`SessionEndedRecord`), lost export copies
