@@ -59,7 +59,6 @@ from bouncerd.core.decision_types import (
     Scope,
     Trail,
     TrailBuilder,
-    answered,
     approval_record,
     from_elicit_result,
     scope_of,
@@ -101,12 +100,15 @@ class Decider:
         self.approvals.prune(now)
         for p in [p for p in self.approvals.pending.values() if p.expires <= now]:
             self._close(out, p.code, "expired")
-            record = approval_record(
-                "approval.expired", p.binding, f"code {p.code} expired unanswered; its call stays denied"
+            out.records.append(
+                approval_record(
+                    "approval.expired",
+                    p.binding,
+                    f"code {p.code} expired unanswered; its call stays denied",
+                    channel=CHANNEL_CODE,
+                    code=p.code,
+                )
             )
-            record["channel"] = CHANNEL_CODE
-            record["code"] = p.code
-            out.records.append(record)
 
     def expire(self, now: float) -> Trail:
         """Close every code past its lifetime (each with an ``approval.expired`` record)."""
@@ -228,12 +230,15 @@ class Decider:
         else:
             check = ap.check_state(self.secret, state, expected, self.approvals.used_nonces, now)
         if isinstance(check, ap.StateRefused):
-            record = approval_record(
-                "approval.bad_state", expected, f"a retry's requestState was refused: {check.reason}"
+            out.records.append(
+                approval_record(
+                    "approval.bad_state",
+                    expected,
+                    f"a retry's requestState was refused: {check.reason}",
+                    channel=CHANNEL_INPUT_REQUIRED,
+                    request_id=call.request_id,
+                )
             )
-            record["channel"] = CHANNEL_INPUT_REQUIRED
-            record["request_id"] = call.request_id
-            out.records.append(record)
             return out.call(
                 Verdict(
                     "deny",
@@ -255,16 +260,17 @@ class Decider:
             seen is not None and seen >= asked
         ):
             self._close(out, code, "superseded")
-            record = approval_record(
-                "approval.stale",
-                check.binding,
-                f"the answer to code {code} came for a question that no longer holds: {verdict.reason}; "
-                f"asked again",
+            out.records.append(
+                approval_record(
+                    "approval.stale",
+                    check.binding,
+                    f"the answer to code {code} came for a question that no longer holds: {verdict.reason}; "
+                    f"asked again",
+                    channel=CHANNEL_INPUT_REQUIRED,
+                    code=code,
+                    request_id=call.request_id,
+                )
             )
-            record["channel"] = CHANNEL_INPUT_REQUIRED
-            record["code"] = code
-            record["request_id"] = call.request_id
-            out.records.append(record)
             return None
         if pending is not None:
             trustable = pending.destinations
@@ -300,14 +306,15 @@ class Decider:
         code = ap.normalise_code(typed_code) or ""
         pending = self.approvals.pending.get(code)
         if pending is not None and (pending.binding.session, pending.binding.server) != (session, server):
-            record = approval_record(
-                "approval.refused",
-                pending.binding,
-                f"a shim of session {session!r}, server {server!r} answered for this code",
+            out.records.append(
+                approval_record(
+                    "approval.refused",
+                    pending.binding,
+                    f"a shim of session {session!r}, server {server!r} answered for this code",
+                    channel=CHANNEL_ELICITATION,
+                    code=code,
+                )
             )
-            record["channel"] = CHANNEL_ELICITATION
-            record["code"] = code
-            out.records.append(record)
             return out.refuse("not_yours", "this code belongs to another session or server")
         if pending is None:
             why = self.closed.get(code, "unknown")
@@ -322,15 +329,16 @@ class Decider:
         stale = self._tainted_since_asked(pending) if action == "accept" else None
         if stale is not None:
             self._close(out, code, "superseded")
-            record = approval_record(
-                "approval.stale",
-                binding,
-                f"a person said yes to code {code}, but {stale}; the call was decided again and denied",
+            out.records.append(
+                approval_record(
+                    "approval.stale",
+                    binding,
+                    f"a person said yes to code {code}, but {stale}; the call was decided again and denied",
+                    channel=CHANNEL_ELICITATION,
+                    code=code,
+                    request_id=request_id,
+                )
             )
-            record["channel"] = CHANNEL_ELICITATION
-            record["code"] = code
-            record["request_id"] = request_id
-            out.records.append(record)
             denied = Verdict(
                 "deny",
                 "approval.stale",
@@ -394,7 +402,7 @@ class Decider:
             said = "nobody answered in time" if action == "timeout" else "the question was dismissed"
             still = f"; code {code} stays open" if pending is not None else ""
             hint = f" {self.phrasing.code_hint(code, pending.expires)}" if pending is not None else ""
-            out.records.append(answered(approval_record(rule, binding, said + still), context))
+            out.records.append(approval_record(rule, binding, said + still, **context.how()))
             return Verdict(
                 "deny", rule, f"{said}, so this call is denied.{hint}", binding.destination, binding.parameter
             )
@@ -406,7 +414,7 @@ class Decider:
         else:  # accept without a choice the form offered: nobody allowed anything
             said = f"an answer with no choice the form offered (action {action!r}, choice {choice!r})"
         reason = f"{said}, so the call is not allowed"
-        out.records.append(answered(approval_record("approval.declined", binding, reason), context))
+        out.records.append(approval_record("approval.declined", binding, reason, **context.how()))
         return Verdict(
             "deny", "approval.declined", "a person declined this call; do not retry it", binding.destination
         )
@@ -418,7 +426,7 @@ class Decider:
         if error is None:
             granted = self._grant(out, binding, edit.destinations, "always", "always", edit.context, now)
             return out.answer(granted, code, binding)
-        out.records.append(answered(approval_record("approval.always_failed", binding, error), edit.context))
+        out.records.append(approval_record("approval.always_failed", binding, error, **edit.context.how()))
         pending = self.approvals.pending.get(code)
         hint = f" {self.phrasing.code_hint(code, pending.expires)}" if pending is not None else ""
         failed = Verdict(
@@ -447,11 +455,17 @@ class Decider:
                 out, [ap.grant_event(scope, dataclasses.replace(binding, destination=d)) for d in trustable]
             )
         lasts = LASTS[scope] if scope == choice else "this call (it names nothing that can be trusted longer)"
-        record = approval_record("approval.granted", binding, f"a person allowed this call; lasts: {lasts}")
-        record["scope"] = scope
-        record["lasts"] = lasts
-        record["destinations"] = list(trustable) if scope != "once" else None
-        out.records.append(answered(record, context))
+        out.records.append(
+            approval_record(
+                "approval.granted",
+                binding,
+                f"a person allowed this call; lasts: {lasts}",
+                scope=scope,
+                lasts=lasts,
+                destinations=list(trustable) if scope != "once" else None,
+                **context.how(),
+            )
+        )
         return Verdict(
             "allow",
             "approval.elicited",
@@ -467,13 +481,14 @@ class Decider:
         out = TrailBuilder()
         self._expire(out, now)
         if self.approvals.rate_limited(now):
-            record = approval_record(
-                "approval.refused",
-                None,
-                f"too many wrong codes in {ap.WRONG_CODE_WINDOW_SECONDS:g}s; refused an approve op",
+            out.records.append(
+                approval_record(
+                    "approval.refused",
+                    None,
+                    f"too many wrong codes in {ap.WRONG_CODE_WINDOW_SECONDS:g}s; refused an approve op",
+                    channel=CHANNEL_CODE,
+                )
             )
-            record["channel"] = CHANNEL_CODE
-            out.records.append(record)
             return out.refuse(
                 "rate_limited",
                 f"too many wrong codes in the last {ap.WRONG_CODE_WINDOW_SECONDS:g} seconds; "
@@ -486,9 +501,11 @@ class Decider:
         why = self.closed.get(code or "", "unknown")
         self._commit(out, [ap.wrong_code_event(now)])
         shown = code or canon.visible(typed[:20])
-        record = approval_record("approval.wrong_code", None, f"code {shown!r} is not open ({why})")
-        record["channel"] = CHANNEL_CODE
-        out.records.append(record)
+        out.records.append(
+            approval_record(
+                "approval.wrong_code", None, f"code {shown!r} is not open ({why})", channel=CHANNEL_CODE
+            )
+        )
         message = {
             "expired": f"code {shown} has expired; retry the call to get a new one",
             "approved": f"code {shown} was already used",
@@ -503,14 +520,15 @@ class Decider:
         grant = ap.once_grant_event(found.binding, found.created, found.rule, now + ap.ONCE_GRANT_TTL_SECONDS)
         self._commit(out, [grant])
         self._close(out, found.code, "approved")
-        record = approval_record(
-            "approval.granted",
-            found.binding,
-            f"a person approved code {found.code} in a terminal; lasts: one retry of this exact call",
+        out.records.append(
+            approval_record(
+                "approval.granted",
+                found.binding,
+                f"a person approved code {found.code} in a terminal; lasts: one retry of this exact call",
+                channel=CHANNEL_CODE,
+                code=found.code,
+                scope="once",
+                lasts="one retry of this exact call",
+            )
         )
-        record["channel"] = CHANNEL_CODE
-        record["code"] = found.code
-        record["scope"] = "once"
-        record["lasts"] = "one retry of this exact call"
-        out.records.append(record)
         return out.trail()

@@ -9,19 +9,20 @@ is a `Trail`: the engine events it produced (already applied, for the server to 
 the typed audit records to write before any verdict's line, and the code it opened, if any. The
 server reads these and decides nothing of its own. While a decision runs, a `TrailBuilder` gathers
 what it leaves and builds the result once, at the end; `approval_record` is the one builder of an
-``approval.*`` record (`auditrecords.ApprovalRecord`). The answer's vocabulary (`ACTIONS`, `CHOICES`, how
-long each choice lasts, `from_elicit_result`) is shared by the decision and the server that relays
-the question, so it is written once, here.
+``approval.*`` record (`auditrecords.ApprovalRecord`: the bound call, then how, each field checked
+by mypy where the record is made). The answer's vocabulary (`ACTIONS`, `CHOICES`, how long each
+choice lasts, `from_elicit_result`) is shared by the decision and the server that relays the
+question, so it is written once, here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from bouncerd.core import approvals as ap
-from bouncerd.core.auditrecords import ApprovalRecord
+from bouncerd.core.auditrecords import ApprovalHow, ApprovalRecord, BoundCall
 from bouncerd.core.events import EngineEvent
 from bouncerd.core.model import JsonRpcId, ToolCall, Verdict
 from bouncerd.core.sinkgate import Classified
@@ -63,6 +64,15 @@ class Ask:
     request_state: str
 
 
+class AnswerHow(TypedDict):
+    """The part of `auditrecords.ApprovalHow` every record of an answer's settlement has."""
+
+    channel: str
+    code: str
+    request_id: JsonRpcId
+    action: str
+
+
 @dataclass(frozen=True)
 class AnswerContext:
     """How an answer came, as every record of its settlement names it."""
@@ -71,6 +81,15 @@ class AnswerContext:
     code: str
     request_id: JsonRpcId
     action: str  # accept, decline, cancel, timeout
+
+    def how(self) -> AnswerHow:
+        """As every record of the settlement names it."""
+        return {
+            "channel": self.channel,
+            "code": self.code,
+            "request_id": self.request_id,
+            "action": self.action,
+        }
 
 
 @dataclass(frozen=True)
@@ -130,26 +149,21 @@ class CodeFound(Trail):
     found: ap.Pending
 
 
-def approval_record(rule: str, binding: ap.Binding | None, reason: str) -> ApprovalRecord:
-    """An ``approval.*`` audit record, with the bound call where there is one; its caller adds how
-    (channel, code, ...)."""
-    record: ApprovalRecord = {"verdict": None, "rule": rule, "reason": reason}
+def approval_record(
+    rule: str, binding: ap.Binding | None, reason: str, **how: Unpack[ApprovalHow]
+) -> ApprovalRecord:
+    """The one builder of an ``approval.*`` audit record: the bound call where there is one, then
+    how it came about, in the order given."""
+    bound: BoundCall = {}
     if binding is not None:
-        record["session"] = binding.session
-        record["server"] = binding.server
-        record["tool"] = binding.tool
-        record["destination"] = binding.destination
-        record["arguments_sha256"] = binding.digest
-    return record
-
-
-def answered(record: ApprovalRecord, context: AnswerContext) -> ApprovalRecord:
-    """`record` with how the answer came (channel, code, request id, action)."""
-    record["channel"] = context.channel
-    record["code"] = context.code
-    record["request_id"] = context.request_id
-    record["action"] = context.action
-    return record
+        bound = {
+            "session": binding.session,
+            "server": binding.server,
+            "tool": binding.tool,
+            "destination": binding.destination,
+            "arguments_sha256": binding.digest,
+        }
+    return {"verdict": None, "rule": rule, "reason": reason, **bound, **how}
 
 
 class TrailFields(TypedDict):
