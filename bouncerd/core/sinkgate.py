@@ -110,7 +110,9 @@ def edits_in_place(tool: str) -> bool:
     return _verb_and_object(tool)[0] in _EDIT_VERBS and not _SENDING_WORDS.intersection(words(tool))
 
 
-def _where(prov: Provenance | None) -> str:
+def where(prov: Provenance | None) -> str:
+    """Where an untrusted destination was seen, as a reason says it ("in the output of mail/read_inbox
+    (request 7, field body)"); the sink gate and the carried-destination gate both word it so."""
     if prov is None:
         return "in earlier untrusted output (details evicted from memory)"
     tool = f"/{prov.tool}" if prov.tool else ""
@@ -250,7 +252,7 @@ def send_verdict(
                 "deny",
                 "sink.tainted_destination",
                 f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r}{read_as(c.dest)} "
-                f"first appeared {_where(c.provenance)}; sending there could carry your data to whoever "
+                f"first appeared {where(c.provenance)}; sending there could carry your data to whoever "
                 f"planted it. If this destination is really yours, add it to trusted_destinations in "
                 f"your policy",
                 destination=c.dest.value,
@@ -263,7 +265,7 @@ def send_verdict(
                 "ask",
                 "sink.tainted_named_source",
                 f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} appeared in a source "
-                f"your prompt named ({c.provenance.named}), {_where(c.provenance)}; that source may carry "
+                f"your prompt named ({c.provenance.named}), {where(c.provenance)}; that source may carry "
                 f"an injection too, so a person must confirm it",
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
@@ -276,7 +278,7 @@ def send_verdict(
                 "ask",
                 rule,
                 f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} {what} "
-                f"{_where(c.provenance)}; a person must confirm it",
+                f"{where(c.provenance)}; a person must confirm it",
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
                 provenance=c.provenance,
@@ -468,7 +470,7 @@ def fetch_verdict(
                     "ask",
                     "fetch.named_source",
                     f"URL {shown(d.value)} in argument {d.parameter!r} is on a host that appeared in a "
-                    f"source your prompt named ({hit.provenance.named}), {_where(hit.provenance)}, with a "
+                    f"source your prompt named ({hit.provenance.named}), {where(hit.provenance)}, with a "
                     f"path or query that did not appear there; a person must confirm it",
                     destination=d.value,
                     parameter=d.parameter,
@@ -478,7 +480,7 @@ def fetch_verdict(
                 "deny",
                 "fetch.tainted_host_new_path",
                 f"URL {shown(d.value)} in argument {d.parameter!r}{read_as(d)} is on a host that first "
-                f"appeared {_where(hit.provenance)}, but with a path, query or fragment that did not "
+                f"appeared {where(hit.provenance)}, but with a path, query or fragment that did not "
                 f"appear there: {what} it could smuggle your data out in the URL",
                 destination=d.value,
                 parameter=d.parameter,
@@ -492,7 +494,7 @@ def fetch_verdict(
                         "deny",
                         "fetch.carries_tainted",
                         f"URL {shown(d.value)} in argument {d.parameter!r} carries {shown(key)} (in its host "
-                        f"name, path or query), which first appeared {_where(carried.provenance)}: {what} it "
+                        f"name, path or query), which first appeared {where(carried.provenance)}: {what} it "
                         f"would hand that name, and whatever rides with it, to whoever planted it",
                         destination=d.value,
                         parameter=d.parameter,
