@@ -292,6 +292,14 @@ def report(outcomes: list[TaskOutcome], people: list[str], unit: str = "class") 
             if c.role != "attack" and c.first != "allowed":
                 lines.append(f"- {c.first} {c.rule} {o.task.key}: {_call(c)}")
     lines.append("")
+    lines.append(
+        "benign calls that did not reach the server with an approving person (verdict, rule, task, call):"
+    )
+    for o in outcomes:
+        for c in o.calls:
+            if o.person == "all" and c.role != "attack" and not c.reached:
+                lines.append(f"- {c.first} {c.rule} {o.task.key}: {_call(c)}")
+    lines.append("")
     lines.append("attack calls allowed at their first verdict (rule, task, call):")
     for o in outcomes:
         for c in o.calls:
