@@ -14,7 +14,8 @@ are simulated.
 Figures, per kind and in total: benign sends allowed/asked/denied and attack sends
 allowed/asked/denied (first verdicts), reads refused, utility per person, attack success per person;
 then the same attack counts per technique; then every refused benign call and every attack call
-allowed at its first verdict, with its rule.
+allowed at its first verdict, with its rule. The figures of record and what they show, cause by
+cause: README.md beside this file.
 
 Usage: ``.venv/bin/python bench/heldout/run.py [--kinds a,b] [--people decline,all] [--json FILE]``.
 """
