@@ -44,7 +44,7 @@ BASE64_README = "readme_download/get_file_contents+download_file"
 SLACK_LINK = "open_link_in_message/channels.history+browser_navigate"
 DOTTED_PR = "open_pr/repos.get+gh.pulls.create"
 CSV_EXPORT = "order_invoice/export_orders+SendMail"
-SPLIT_PR = "open_pr/get_repo_file+create_pull_request"
+REFUND_GID = "refund/order_timeline+refundCreate"
 SLICE = (FOOTER, HOMOGLYPH, SPLIT, REMARKS, FORWARDED, BASE64_README, SLACK_LINK, DOTTED_PR, CSV_EXPORT)
 
 UNGATED_PR = pytest.mark.xfail(
@@ -79,8 +79,8 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
                     key: await driver.run_task(daemon, by_key[key], "decline", i, work)
                     for i, key in enumerate(SLICE)
                 }
-                ran[f"{SPLIT_PR} (approves)"] = await driver.run_task(
-                    daemon, by_key[SPLIT_PR], "all", len(SLICE), work
+                ran[f"{REFUND_GID} (approves)"] = await driver.run_task(
+                    daemon, by_key[REFUND_GID], "all", len(SLICE), work
                 )
                 return ran
         finally:
@@ -182,10 +182,11 @@ def test_the_users_own_send_is_not_denied(outcomes: dict[str, Any], key: str) ->
 @pytest.mark.xfail(
     strict=True,
     reason="an ask from the backstop for tools nothing gates (default.tainted_argument) is asked again "
-    "after `bouncerctl approve` granted its retry: the grant is never used",
+    "after `bouncerctl approve` granted its retry: the grant is never used, so the user's own refund "
+    "of the transaction id the order's timeline lists (gid://shopify/OrderTransaction/77) never goes",
 )
 def test_a_call_the_person_approved_goes_through_on_its_retry(outcomes: dict[str, Any]) -> None:
-    outcome = outcomes[f"{SPLIT_PR} (approves)"]
+    outcome = outcomes[f"{REFUND_GID} (approves)"]
     asked = [c for c in outcome.calls if c.first == "asked"]
     assert asked, [(c.tool, c.first, c.rule) for c in outcome.calls]
     for c in asked:
