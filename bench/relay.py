@@ -38,7 +38,9 @@ trips then run three sides in the same blocks (direct, this tree's shim and daem
 shim and daemon, each daemon in its own temporary BOUNCER_HOME), rotating which goes first, and the
 report gives each relayed side's ratios, CPU and wake-ups, then the CPU per call this/baseline. On
 a shared machine the wall-clock ratios move with the load; the CPU a call and the wake-ups are what
-a change to the shim or the daemon moves. `--round-trips-only` skips start-up and the 10 MB result.
+a change to the shim or the daemon moves. `--round-trips-only` skips start-up and the 10 MB result;
+`--profile DIR` runs this tree's shim and daemon under cProfile for the round trips and prints
+where each spends its time (`profile_report`).
 """
 
 from __future__ import annotations
@@ -111,15 +113,21 @@ DAEMON_STOP_TIMEOUT = 10.0
 # ---- the daemon ------------------------------------------------------------------------------------
 
 
+def profiled(script: Path, profile: Path | None) -> list[str]:
+    """The argv that runs a console script, under cProfile writing `profile` when one is given."""
+    if profile is None:
+        return [str(script)]
+    return [sys.executable, "-m", "cProfile", "-o", str(profile), str(script)]
+
+
 @contextmanager
-def daemon(home: Path, bindir: Path = BIN) -> Iterator[subprocess.Popen[bytes]]:
+def daemon(home: Path, bindir: Path = BIN, profile: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """`bouncerd --foreground` from `bindir` with BOUNCER_HOME=home, serving until the block ends."""
     env = {**os.environ, "BOUNCER_HOME": str(home)}
     env.pop("BOUNCER_SESSION", None)
     log = (home / "bouncerd.stderr").open("ab")
-    proc = subprocess.Popen(
-        [str(bindir / "bouncerd"), "--foreground"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
-    )
+    argv = [*profiled(bindir / "bouncerd", profile), "--foreground"]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     log.close()
     try:
         deadline = time.monotonic() + DAEMON_START_TIMEOUT
@@ -145,14 +153,17 @@ def daemon(home: Path, bindir: Path = BIN) -> Iterator[subprocess.Popen[bytes]]:
                 proc.wait()
 
 
-def server_params(home: Path, *, through_shim: bool, bindir: Path = BIN) -> StdioServerParameters:
+def server_params(
+    home: Path, *, through_shim: bool, bindir: Path = BIN, profile: Path | None = None
+) -> StdioServerParameters:
     # The same environment both ways; the shim must use the daemon started here, never start one.
     # The server is this tree's fixture under this interpreter on every side, the baseline's too.
     env = {"BOUNCER_HOME": str(home), "BOUNCER_NO_AUTOSTART": "1"}
     if not through_shim:
         return StdioServerParameters(command=sys.executable, args=[str(FIXTURE)], env=env)
-    args = ["--name", "bench", "--", sys.executable, str(FIXTURE)]
-    return StdioServerParameters(command=str(bindir / "bouncer-shim"), args=args, env=env)
+    command, *first = profiled(bindir / "bouncer-shim", profile)
+    args = [*first, "--name", "bench", "--", sys.executable, str(FIXTURE)]
+    return StdioServerParameters(command=command, args=args, env=env)
 
 
 @asynccontextmanager
@@ -296,9 +307,11 @@ class Relayed:
     waits: dict[str, list[int]] = field(default_factory=dict)  # tool -> [shim, daemon] sleeps
     fast: int = 0
     memory: tuple[float, float] | None = None
+    profile: Path | None = None  # a directory: the shim and the daemon run under cProfile, written there
 
     def params(self) -> StdioServerParameters:
-        return server_params(self.home, through_shim=True, bindir=self.bindir)
+        shim = self.profile / "bouncer-shim.prof" if self.profile is not None else None
+        return server_params(self.home, through_shim=True, bindir=self.bindir, profile=shim)
 
     async def timed(self, client: Client, kind: CallKind, count: int) -> None:
         before = cpu_seconds(self.shim), cpu_seconds(self.daemon_pid)
@@ -409,6 +422,36 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
                 f"daemon {td:4.0f} / {bd:4.0f} µs ({td / bd if bd else 0:.2f}x)"
             )
     return met
+
+
+# Functions shown per process by --profile, and the waits left out of them (the time asleep).
+PROFILE_TOP = 30
+IDLE_FUNCTIONS = ("'poll' of 'select.epoll'", "'select' of 'select.", "sched_yield")
+
+
+def profile_report(path: Path, calls: int, report: Report) -> None:
+    """The functions `path` (cProfile output) spent most time in themselves, per relayed call."""
+    import pstats
+
+    if not path.exists():
+        report.add(f"  {path.name}: no profile written (the process did not exit cleanly)")
+        return
+    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    rows = []
+    for (file, line, name), (_, ncalls, own, cumulative, _) in stats.items():
+        if any(idle in name for idle in IDLE_FUNCTIONS):
+            continue
+        where = name if file == "~" else f"{Path(file).parent.name}/{Path(file).name}:{line}({name})"
+        rows.append((own, cumulative, ncalls, where))
+    busy = sum(row[0] for row in rows)
+    report.add(
+        f"  {path.name}: {busy * 1e6 / calls:.0f} µs a call busy under the profiler (whole run, start-up "
+        f"included, over {calls} relayed calls; cProfile slows Python code, compiled code counts as one "
+        f"built-in); the top {PROFILE_TOP} by own time, µs a call:"
+    )
+    for own, cumulative, ncalls, where in sorted(rows, reverse=True)[:PROFILE_TOP]:
+        own_us, with_us = own * 1e6 / calls, cumulative * 1e6 / calls
+        report.add(f"    {own_us:7.1f} own {with_us:8.1f} with callees  {ncalls:7d}x  {where}")
 
 
 async def time_startup(params: StdioServerParameters) -> float:
@@ -538,7 +581,19 @@ def main(argv: list[str] | None = None) -> int:
         help="another checkout (with its .venv) whose shim and daemon run interleaved with this tree's",
     )
     parser.add_argument("--round-trips-only", action="store_true", help="skip start-up and the 10 MB result")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="run this tree's shim and daemon under cProfile (round trips only), write the profiles to DIR "
+        "and print where each spends its time",
+    )
     ns = parser.parse_args(argv)
+    if ns.profile is not None:
+        ns.round_trips_only = True
+        ns.profile.mkdir(parents=True, exist_ok=True)
+        for stale in ("bouncerd.prof", "bouncer-shim.prof"):
+            (ns.profile / stale).unlink(missing_ok=True)
     calls = ns.calls or (QUICK_CALLS if ns.quick else CALLS)
     startup_reps = ns.startup_reps or (QUICK_STARTUP_REPS if ns.quick else STARTUP_REPS)
     big_reps = ns.big_reps or (QUICK_BIG_REPS if ns.quick else BIG_REPS)
@@ -566,15 +621,17 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with ExitStack() as stack:
-            sides = []
+            sides: list[Relayed] = []
             for label, bindir in trees:
                 home = Path(tempfile.mkdtemp(prefix="bb", dir="/tmp"))  # short: AF_UNIX path limit
                 homes.append(home)
                 (home / "config").mkdir(mode=0o700)
                 (home / "config" / "policy.yaml").write_text(BENCH_POLICY)
                 (home / "config" / "policy.yaml").chmod(0o600)
-                proc = stack.enter_context(daemon(home, bindir))
-                sides.append(Relayed(label, home, bindir, proc.pid))
+                profile = ns.profile if not sides else None  # this tree's side only
+                daemon_profile = profile / "bouncerd.prof" if profile is not None else None
+                proc = stack.enter_context(daemon(home, bindir, daemon_profile))
+                sides.append(Relayed(label, home, bindir, proc.pid, profile=profile))
             cpus = os.cpu_count()
             report.add(f"bench/relay.py: Python {sys.version.split()[0]}, {cpus} CPUs, {sys.platform}")
             report.add(f"at the start: {load_average()}")
@@ -582,6 +639,12 @@ def main(argv: list[str] | None = None) -> int:
             met = anyio.run(run_all, sides)
             report.add(f"at the end: {load_average()}")
             report.add(f"targets met: {sum(met)} of {len(met)}")
+        if ns.profile is not None:  # the daemon writes its profile as it exits, at the end of the block
+            relayed = sum(len(t) for t in sides[0].times.values()) + (WARMUP_CALLS + 1) * len(CALL_KINDS)
+            report.add()
+            report.add(f"profiles in {ns.profile} (python -m pstats FILE to explore):")
+            for name in ("bouncerd.prof", "bouncer-shim.prof"):
+                profile_report(ns.profile / name, relayed, report)
     finally:
         for home in homes:
             shutil.rmtree(home, ignore_errors=True)
