@@ -46,7 +46,6 @@ where each spends its time (`profile_report`).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -66,6 +65,9 @@ from mcp import Client, StdioServerParameters
 
 from bouncerd.client import Client as DaemonClient
 from bouncerd.errors import DaemonUnavailableError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procstats import cpu_seconds, load_average, memory_mb, profile_report, shim_pid, sleeps
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "servers" / "full.py"
@@ -187,63 +189,6 @@ def mark(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def shim_pid(bindir: Path = BIN) -> int | None:
-    """The bouncer-shim from `bindir` this process started (Linux /proc), or None."""
-    script = str(bindir / "bouncer-shim").encode()
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-            cmdline = (status.parent / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if int(fields.get("PPid", "0")) == os.getpid() and script in cmdline:
-            return int(status.parent.name)
-    return None
-
-
-def memory_mb(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) of `pid` in MB."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """CPU time of `pid` so far (Linux /proc), 0.0 if unknown: the scheduler's nanosecond count where
-    there is one (/proc/PID/schedstat), else user + system in clock ticks (10 ms, too coarse to tell
-    a 50-call block from the next)."""
-    if pid is None:
-        return 0.0
-    with contextlib.suppress(OSError, IndexError, ValueError):
-        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def sleeps(pid: int | None) -> int:
-    """Times `pid` has gone to sleep so far (voluntary context switches, Linux /proc), 0 if unknown.
-    Each one is a wake-up some other process's write paid for."""
-    if pid is None:
-        return 0
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split(":", 1)[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def load_average() -> str:
-    try:
-        one, five, fifteen = os.getloadavg()
-    except OSError:
-        return "load average unknown"
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
-
-
 @dataclass
 class Report:
     lines: list[str]
@@ -354,11 +299,11 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
                 # Every side once a block, and which goes first rotates, so a drift hits all alike.
                 order: list[Relayed | None] = [None, *sides]
                 shift = i % len(order)
-                for side in order[shift:] + order[:shift]:
-                    if side is None:
+                for turn in order[shift:] + order[:shift]:
+                    if turn is None:
                         await timed_calls(d, kind, count, direct_times[kind.tool])
                     else:
-                        await side.timed(relayed[sides.index(side)], kind, count)
+                        await turn.timed(relayed[sides.index(turn)], kind, count)
         for side in sides:
             side.memory = memory_mb(side.shim) if side.shim is not None else None
         await anyio.sleep(0.5)  # the last records reach the audit log off the client's path
@@ -422,36 +367,6 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
                 f"daemon {td:4.0f} / {bd:4.0f} µs ({td / bd if bd else 0:.2f}x)"
             )
     return met
-
-
-# Functions shown per process by --profile, and the waits left out of them (the time asleep).
-PROFILE_TOP = 30
-IDLE_FUNCTIONS = ("'poll' of 'select.epoll'", "'select' of 'select.", "sched_yield")
-
-
-def profile_report(path: Path, calls: int, report: Report) -> None:
-    """The functions `path` (cProfile output) spent most time in themselves, per relayed call."""
-    import pstats
-
-    if not path.exists():
-        report.add(f"  {path.name}: no profile written (the process did not exit cleanly)")
-        return
-    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
-    rows = []
-    for (file, line, name), (_, ncalls, own, cumulative, _) in stats.items():
-        if any(idle in name for idle in IDLE_FUNCTIONS):
-            continue
-        where = name if file == "~" else f"{Path(file).parent.name}/{Path(file).name}:{line}({name})"
-        rows.append((own, cumulative, ncalls, where))
-    busy = sum(row[0] for row in rows)
-    report.add(
-        f"  {path.name}: {busy * 1e6 / calls:.0f} µs a call busy under the profiler (whole run, start-up "
-        f"included, over {calls} relayed calls; cProfile slows Python code, compiled code counts as one "
-        f"built-in); the top {PROFILE_TOP} by own time, µs a call:"
-    )
-    for own, cumulative, ncalls, where in sorted(rows, reverse=True)[:PROFILE_TOP]:
-        own_us, with_us = own * 1e6 / calls, cumulative * 1e6 / calls
-        report.add(f"    {own_us:7.1f} own {with_us:8.1f} with callees  {ncalls:7d}x  {where}")
 
 
 async def time_startup(params: StdioServerParameters) -> float:
@@ -644,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             report.add()
             report.add(f"profiles in {ns.profile} (python -m pstats FILE to explore):")
             for name in ("bouncerd.prof", "bouncer-shim.prof"):
-                profile_report(ns.profile / name, relayed, report)
+                profile_report(ns.profile / name, relayed, report.add)
     finally:
         for home in homes:
             shutil.rmtree(home, ignore_errors=True)
