@@ -5,8 +5,8 @@ Theory of operation
 -------------------
 `anchors(mask)` returns the sorted positions of the anchors in a token mask, exactly as the pure
 `tokens._anchors` finds them with a byte scan and three regular expressions; `numeric_runs(mask)` the
-matches of `tokens._NUMERIC` (digit runs shaped like phone numbers, and platform ids), as
-`tokens._numeric_runs` lists them from `finditer`. The anchors are:
+matches of `numeric_tokens._NUMERIC` (digit runs shaped like phone numbers, and platform ids), as
+`numeric_tokens._numeric_runs` lists them from `finditer`. The anchors are:
 
 - `@` followed by a byte that is not a space (`_positions`, then the `mask[p + 1 : p + 2]` check);
 - `.` followed by a byte other than a space or `.` (`_DOT_ANCHOR`, `\.[^ .]`);
@@ -18,18 +18,18 @@ The regular expressions scan the mask one byte at a time in the regex engine (ab
 byte, several times over); this is one table lookup a byte. It is optional: built with the mypyc
 modules by scripts/native_build.py, loaded only when bouncerd/native.py trusts that build, and held to
 the pure scans by tests/unit/test_scanner_rewrites.py. Without it `tokens._anchors` and
-`tokens._numeric_runs` run.
+`numeric_tokens._numeric_runs` run.
 */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
 
-/* tokens.PLATFORM_ID_MIN_CHARS - 2 and tokens.PLATFORM_ID_MAX_CHARS - 2: the bytes of a platform id
+/* numeric_tokens.PLATFORM_ID_MIN_CHARS - 2 and numeric_tokens.PLATFORM_ID_MAX_CHARS - 2: the bytes of a platform id
    after its type letter and first digit. */
 #define PLATFORM_ID_REST_MIN 7
 #define PLATFORM_ID_REST_MAX 10
-#define PHONE_MIN_DIGITS 8 /* tokens.PHONE_MIN_DIGITS: a phone-shaped run is at least this long */
+#define PHONE_MIN_DIGITS 8 /* shapes.PHONE_MIN_DIGITS: a phone-shaped run is at least this long */
 
 /* The end of the `_COLON_ANCHOR` match at `i` (where s[i] is ':'), or -1 if there is none. The
    alternatives are tried in the pattern's order; `[0a]{1,4}` is greedy and cannot give back a byte to
@@ -701,7 +701,7 @@ said_candidates(PyObject *module, PyObject *arg)
 static PyMethodDef scan_methods[] = {
     {"anchors", anchors, METH_O, "Sorted anchor positions of a token mask (tokens._anchors)."},
     {"numeric_runs", numeric_runs, METH_O,
-     "(start, end, platform id end or -1) of each `tokens._NUMERIC` match in a token mask."},
+     "(start, end, platform id end or -1) of each `numeric_tokens._NUMERIC` match in a token mask."},
     {"said_candidates", said_candidates, METH_O,
      "said.candidates(text) for an ASCII text, else None."},
     {NULL, NULL, 0, NULL},

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import fold, said, shapes, tokens
+from bouncerd.core import decoders, numeric_tokens, said, shapes, tokens
 
-# ---- fold._as_text: unprintable characters counted with one byte pass, not a regex ------------------
+# ---- decoders._as_text: unprintable characters counted with one byte pass, not a regex --------------
 
 _OLD_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 
@@ -25,7 +25,7 @@ def _old_as_text(raw: bytes) -> str | None:
     if not text:
         return None
     bad = len(_OLD_CONTROL_CHARS.findall(text))
-    return text if bad <= len(text) * (1 - fold.BASE64_MIN_PRINTABLE) else None
+    return text if bad <= len(text) * (1 - decoders.BASE64_MIN_PRINTABLE) else None
 
 
 # Bytes that stress the decoder: controls, truncated and overlong sequences, surrogates, a literal
@@ -44,7 +44,7 @@ RAW = st.one_of(
 @settings(max_examples=1000, deadline=None)
 @given(RAW)
 def test_as_text_counts_unprintable_characters_as_the_regex_did(raw: bytes) -> None:
-    assert fold._as_text(raw) == _old_as_text(raw)
+    assert decoders._as_text(raw) == _old_as_text(raw)
 
 
 # ---- tokens: single-byte membership in the mask tested with an int ----------------------------------
@@ -103,7 +103,7 @@ def test_the_c_anchor_scan_finds_exactly_the_pure_anchors(mask: bytes) -> None:
 # ---- tokens: the digit-run scan in C against `_NUMERIC.finditer` ------------------------------------
 
 needs_native_numeric = pytest.mark.skipif(
-    tokens._native_numeric_runs is None,
+    numeric_tokens._native_numeric_runs is None,
     reason="the C digit-run scan is not loaded (no trusted compiled build)",
 )
 # Digit runs around the phone length, with every separator, and platform-id shapes (a type letter after
@@ -123,17 +123,17 @@ NUMERIC_MASK = st.one_of(
 def test_numeric_runs_lists_the_finditer_matches(mask: bytes) -> None:
     old = [
         (m.start(), m.end(), m.end(1) if m.lastindex is not None else -1)
-        for m in tokens._NUMERIC.finditer(mask)
+        for m in numeric_tokens._NUMERIC.finditer(mask)
     ]
-    assert tokens._numeric_runs(mask) == old
+    assert numeric_tokens._numeric_runs(mask) == old
 
 
 @needs_native_numeric
 @settings(max_examples=4000, deadline=None)
 @given(NUMERIC_MASK)
 def test_the_c_digit_run_scan_finds_exactly_the_pure_matches(mask: bytes) -> None:
-    assert tokens._native_numeric_runs is not None
-    assert tokens._native_numeric_runs(mask) == tokens._numeric_runs(mask)
+    assert numeric_tokens._native_numeric_runs is not None
+    assert numeric_tokens._native_numeric_runs(mask) == numeric_tokens._numeric_runs(mask)
 
 
 # ---- said: the candidate scan in C against the pure `said.candidates` --------------------------------
