@@ -241,6 +241,7 @@ enum {
 };
 static unsigned char CLASS[256];
 static unsigned char LOWER[256];
+static unsigned char ID_START[256]; /* i, n, I, N: the first letter of every id word, either case */
 
 static void
 init_classes(void)
@@ -255,6 +256,7 @@ init_classes(void)
                                    (word || c == '\'' || c == '&' || c == '-' ? C_NAME : 0) |
                                    (digit || c == '_' ? C_CODE : 0));
         LOWER[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+        ID_START[c] = (unsigned char)(LOWER[c] == 'i' || LOWER[c] == 'n');
     }
 }
 
@@ -326,42 +328,49 @@ said_quoted(const unsigned char *s, Py_ssize_t n, PyObject *out)
 
 /* `_ID_VALUE` from `p` in the lower-cased text: `[ \t]*[:=#]?[ \t]*['"`]?` then the value
    `[a-z0-9][\w.-]{0,39}`. Greedy consumption is the only way to a match: every piece consumes only
-   characters the value cannot start with. Returns the value's end (its start in *start), or -1. */
+   characters the value cannot start with. Returns the value's end (its start in *start), or -1.
+   It reads the text as written: lower-casing changes only the letters A-Z, which each test here
+   takes as their lower-case twins (`[a-z]` of the lower-cased text is a letter of either case). */
 static Py_ssize_t
-id_value(const unsigned char *low, Py_ssize_t n, Py_ssize_t p, Py_ssize_t *start)
+id_value(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, Py_ssize_t *start)
 {
-    while (p < n && (low[p] == ' ' || low[p] == '\t')) {
+    while (p < n && (s[p] == ' ' || s[p] == '\t')) {
         p++;
     }
-    if (p < n && (low[p] == ':' || low[p] == '=' || low[p] == '#')) {
+    if (p < n && (s[p] == ':' || s[p] == '=' || s[p] == '#')) {
         p++;
     }
-    while (p < n && (low[p] == ' ' || low[p] == '\t')) {
+    while (p < n && (s[p] == ' ' || s[p] == '\t')) {
         p++;
     }
-    if (p < n && is_quote(low[p])) {
+    if (p < n && is_quote(s[p])) {
         p++;
     }
-    if (p >= n || !((low[p] >= 'a' && low[p] <= 'z') || is_digit(low[p]))) {
+    if (p >= n || !(is_alpha(s[p]) || is_digit(s[p]))) {
         return -1;
     }
     *start = p++;
     for (int k = 0; k < SAID_ID_REST && p < n; k++, p++) {
-        if (!(is_word(low[p]) || low[p] == '.' || low[p] == '-')) {
+        if (!(is_word(s[p]) || s[p] == '.' || s[p] == '-')) {
             break;
         }
     }
     return p;
 }
 
-/* The value, `.rstrip(".-")`, appended (possibly empty, as the pure scan appends it). */
+/* The value, lower-cased (the pure scan reads it from the lower-cased text) and `.rstrip(".-")`,
+   appended (possibly empty, as the pure scan appends it). */
 static int
-append_id(PyObject *out, const unsigned char *low, Py_ssize_t a, Py_ssize_t b)
+append_id(PyObject *out, const unsigned char *s, Py_ssize_t a, Py_ssize_t b)
 {
-    while (b > a && (low[b - 1] == '.' || low[b - 1] == '-')) {
+    char low[SAID_ID_REST + 1];
+    while (b > a && (s[b - 1] == '.' || s[b - 1] == '-')) {
         b--;
     }
-    return append_str(out, (const char *)low + a, b - a);
+    for (Py_ssize_t k = a; k < b; k++) {
+        low[k - a] = (char)LOWER[s[k]];
+    }
+    return append_str(out, low, b - a);
 }
 
 /* `_ID_REF`: `(?:ids|id|number|num|no)\b\.?` then `_ID_VALUE`. The word boundary after the id word
@@ -369,31 +378,49 @@ append_id(PyObject *out, const unsigned char *low, Py_ssize_t a, Py_ssize_t b)
    `ids` and `id`, `number` and `num` exclude each other. */
 static const char *const ID_WORDS[] = {"ids", "id", "number", "num", "no"};
 
+/* Whether the text at `a` is `word` (lower-case letters) in either case. */
 static int
-said_ids(const unsigned char *low, Py_ssize_t n, PyObject *out)
+is_word_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t a, const char *word)
+{
+    for (; *word; word++, a++) {
+        if (a >= n || LOWER[s[a]] != (unsigned char)*word) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int
+said_ids(const unsigned char *s, Py_ssize_t n, PyObject *out)
 {
     Py_ssize_t a = 0;
     while (a < n) {
-        /* every id word starts "id", "no" or "nu": most letters are rejected on two bytes */
-        unsigned char next = a + 1 < n ? low[a + 1] : 0;
-        if (!((low[a] == 'i' && next == 'd') || (low[a] == 'n' && (next == 'o' || next == 'u')))) {
+        /* every id word starts "id", "no" or "nu", in either case: most bytes are skipped on one
+           table lookup, most of the rest on the next byte */
+        while (a < n && !ID_START[s[a]]) {
+            a++;
+        }
+        if (a >= n) {
+            break;
+        }
+        unsigned char c = LOWER[s[a]], next = a + 1 < n ? LOWER[s[a + 1]] : 0;
+        if (!((c == 'i' && next == 'd') || (c == 'n' && (next == 'o' || next == 'u')))) {
             a++;
             continue;
         }
         Py_ssize_t end = -1, start = 0;
         for (size_t w = 0; w < sizeof ID_WORDS / sizeof ID_WORDS[0]; w++) {
-            Py_ssize_t len = (Py_ssize_t)strlen(ID_WORDS[w]);
-            if (a + len > n || memcmp(low + a, ID_WORDS[w], (size_t)len) != 0) {
+            if (!is_word_at(s, n, a, ID_WORDS[w])) {
                 continue;
             }
-            Py_ssize_t p = a + len;
-            if (p < n && is_word(low[p])) {
+            Py_ssize_t p = a + (Py_ssize_t)strlen(ID_WORDS[w]);
+            if (p < n && is_word(s[p])) {
                 continue; /* no word boundary after it */
             }
-            if (p < n && low[p] == '.') {
+            if (p < n && s[p] == '.') {
                 p++;
             }
-            end = id_value(low, n, p, &start);
+            end = id_value(s, n, p, &start);
             if (end >= 0) {
                 break;
             }
@@ -402,7 +429,7 @@ said_ids(const unsigned char *low, Py_ssize_t n, PyObject *out)
             a++;
             continue;
         }
-        if (!(a > 0 && is_word(low[a - 1])) && append_id(out, low, start, end) < 0) {
+        if (!(a > 0 && is_word(s[a - 1])) && append_id(out, s, start, end) < 0) {
             return -1;
         }
         a = end;
@@ -412,21 +439,21 @@ said_ids(const unsigned char *low, Py_ssize_t n, PyObject *out)
 
 /* `_HASH_REF`: `#` then `_ID_VALUE`. */
 static int
-said_hashes(const unsigned char *low, Py_ssize_t n, PyObject *out)
+said_hashes(const unsigned char *s, Py_ssize_t n, PyObject *out)
 {
     Py_ssize_t a = 0;
     while (a < n) {
-        const unsigned char *hit = memchr(low + a, '#', (size_t)(n - a));
+        const unsigned char *hit = memchr(s + a, '#', (size_t)(n - a));
         if (hit == NULL) {
             break;
         }
-        a = hit - low;
-        Py_ssize_t start = 0, end = id_value(low, n, a + 1, &start);
+        a = hit - s;
+        Py_ssize_t start = 0, end = id_value(s, n, a + 1, &start);
         if (end < 0) {
             a++;
             continue;
         }
-        if (append_id(out, low, start, end) < 0) {
+        if (append_id(out, s, start, end) < 0) {
             return -1;
         }
         a = end;
@@ -664,23 +691,18 @@ said_candidates(PyObject *module, PyObject *arg)
     if (out == NULL) {
         return NULL;
     }
-    unsigned char *low = PyMem_Malloc(n ? (size_t)n : 1);
-    if (low == NULL) {
-        Py_DECREF(out);
-        return PyErr_NoMemory();
+    int too_long = 0, rc = 0;
+    /* a quote is rare: three byte scans (memchr) skip the quoted pass in most texts */
+    if (memchr(s, '\'', (size_t)n) != NULL || memchr(s, '"', (size_t)n) != NULL ||
+        memchr(s, '`', (size_t)n) != NULL) {
+        rc = said_quoted(s, n, out);
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        low[i] = LOWER[s[i]];
-    }
-    int too_long = 0;
-    int rc = said_quoted(s, n, out);
     if (rc == 0) {
-        rc = said_ids(low, n, out);
+        rc = said_ids(s, n, out);
     }
     if (rc == 0 && memchr(s, '#', (size_t)n) != NULL) {
-        rc = said_hashes(low, n, out);
+        rc = said_hashes(s, n, out);
     }
-    PyMem_Free(low);
     if (rc == 0) {
         rc = said_capitals(s, n, out, &too_long);
     }
