@@ -23,6 +23,7 @@ the pure scans by tests/unit/test_scanner_rewrites.py. Without it `tokens._ancho
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 /* numeric_tokens.PLATFORM_ID_MIN_CHARS - 2 and numeric_tokens.PLATFORM_ID_MAX_CHARS - 2: the bytes of a platform id
@@ -269,6 +270,50 @@ init_classes(void)
 #define is_quote(c) (CLASS[(unsigned char)(c)] & C_QUOTE)
 #define is_name_char(c) (CLASS[(unsigned char)(c)] & C_NAME)
 
+/* Eight bytes at a time (the text is ASCII: every byte is below 128): whether a word of eight holds a
+   byte a pass looks for, so the passes skip the words that hold none instead of testing each byte.
+   Each test is exact for the word (no byte's arithmetic carries or borrows into its neighbour). */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+static inline uint64_t
+load8(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline int
+has_byte(uint64_t v, unsigned char c)
+{
+    uint64_t x = v ^ (ONES * c);
+    return ((x - ONES) & ~x & HIGHS) != 0;
+}
+
+/* a byte strictly between m and n (0 <= m <= 127, n <= 128), for bytes below 128 */
+static inline int
+has_between(uint64_t x, uint64_t m, uint64_t n)
+{
+    return (((ONES * (127 + n) - (x & ONES * 127)) & ~x & ((x & ONES * 127) + ONES * (127 - m))) & HIGHS) != 0;
+}
+
+#define HAS_UPPER(v) has_between((v), 'A' - 1, 'Z' + 1)
+#define HAS_CODE(v) (has_between((v), '0' - 1, '9' + 1) || has_byte((v), '_'))
+
+/* Whether an id word ("id", "no" or "nu", either case) starts in the eight bytes at `p` (the text
+   holds p + 9 bytes): `| 0x20` makes each capital letter its lower-case twin, and no byte other
+   than a letter becomes one. A byte is zero in `(x ^ first) | (y ^ second)` exactly where the pair
+   starts. */
+static inline int
+has_id_start(const unsigned char *p)
+{
+    uint64_t x = load8(p) | ONES * 0x20, y = load8(p + 1) | ONES * 0x20;
+    uint64_t i = x ^ (ONES * 'i'), n = x ^ (ONES * 'n');
+    uint64_t id = i | (y ^ (ONES * 'd')), no = n | (y ^ (ONES * 'o')), nu = n | (y ^ (ONES * 'u'));
+    return (((id - ONES) & ~id) | ((no - ONES) & ~no) | ((nu - ONES) & ~nu)) & HIGHS ? 1 : 0;
+}
+
 static int
 append_str(PyObject *out, const char *s, Py_ssize_t n)
 {
@@ -397,6 +442,9 @@ said_ids(const unsigned char *s, Py_ssize_t n, PyObject *out)
     while (a < n) {
         /* every id word starts "id", "no" or "nu", in either case: most bytes are skipped on one
            table lookup, most of the rest on the next byte */
+        while (a + 9 <= n && !has_id_start(s + a)) {
+            a += 8;
+        }
         while (a < n && !ID_START[s[a]]) {
             a++;
         }
@@ -569,6 +617,9 @@ said_capitals(const unsigned char *s, Py_ssize_t n, PyObject *out, int *too_long
 {
     Py_ssize_t p = 0;
     for (;; p++) {
+        while (p + 8 <= n && !HAS_UPPER(load8(s + p))) {
+            p += 8;
+        }
         if (p >= n) {
             return 0;
         }
@@ -580,6 +631,12 @@ said_capitals(const unsigned char *s, Py_ssize_t n, PyObject *out, int *too_long
         }
     }
     while (p < n) {
+        while (p + 8 <= n && !HAS_UPPER(load8(s + p))) {
+            p += 8;
+        }
+        if (p >= n) {
+            break;
+        }
         if (!is_upper(s[p])) {
             p++;
             continue;
@@ -621,6 +678,9 @@ said_codes(const unsigned char *s, Py_ssize_t n, PyObject *out)
     while (i < n) {
         /* Only a chunk with a digit or `_` can hold a match (and is not all letters): find the next
            such character, then its chunk; chunks are still visited in order, each once. */
+        while (i + 8 <= n && !HAS_CODE(load8(s + i))) {
+            i += 8;
+        }
         while (i < n && !(CLASS[s[i]] & C_CODE)) {
             i++;
         }

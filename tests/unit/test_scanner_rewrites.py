@@ -195,6 +195,10 @@ def test_the_c_said_scan_finds_what_an_injection_dictates_and_declines_an_overlo
     ids = "Delete File ID AB-13. and NUMBER: Xy9 or No. 'Q7' then #Zed-4 (not IDs, not snow 5)"
     assert said._native_candidates(ids) == said.candidates(ids)
     assert {"ab-13", "xy9", "q7", "zed-4"} <= set(said.candidates(ids))
+    # the passes skip eight bytes at a time: an id word, a capital or a digit at every offset of a word
+    for pad in range(9):
+        shifted = "x" * pad + "see no 7, Ann Lee, code abc123 and ID Q9 " * 2
+        assert said._native_candidates(shifted) == said.candidates(shifted)
     names = "see " + " ".join(["Name"] * 100)  # more words than the C scan holds: the pure scan runs
     assert said._native_candidates(names) is None
     held = "see " + " ".join(["Name"] * 80)
