@@ -61,7 +61,7 @@ SCANNER: Final = (
 )
 # Hand-written C extensions built beside them (bouncerd/core/NAME.c), each the pure scanner's own
 # fallback when absent: loaded only together with the compiled modules, under the same stamp.
-ACCELERATORS: Final = ("_scan",)
+ACCELERATORS: Final = ("_scan", "_readings")
 PACKAGE: Final = "bouncerd.core"
 STAMP_NAME: Final = "_native.json"
 PURE_VARIABLE: Final = "BOUNCER_PURE"

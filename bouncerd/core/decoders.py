@@ -24,8 +24,23 @@ import binascii
 import codecs
 import html
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import unquote
+
+
+def _load_native_readings() -> tuple[Callable[[str], list[str] | None], Callable[[str], bool | None]] | None:
+    """The base64-run scans in C (`_readings.base64_runs`, `has_base64_run`: strings of one byte a
+    character), built with the compiled scanner (bouncerd/native.py decides if they load)."""
+    try:  # the module, not its names: the compiled build binds a function's imports module-wide
+        from bouncerd.core import _readings
+    except ImportError:
+        return None
+    return _readings.base64_runs, _readings.has_base64_run
+
+
+_native_readings = _load_native_readings()
+_native_base64_runs = _native_readings[0] if _native_readings is not None else None
+_native_has_base64_run = _native_readings[1] if _native_readings is not None else None
 
 MIN_BASE64_RUN = 16  # 12 decoded bytes; shorter unpadded runs are ordinary words and ids far too often
 MIN_PADDED_BASE64_RUN = 8  # with `=` padding a shorter run is plainly base64: down to 4 bytes
@@ -218,13 +233,34 @@ def _decode_base64_text_slowly(body: str) -> str | None:
 
 
 def has_base64_run(text: str) -> bool:
-    """Whether `text` holds a run of the base64 alphabet of at least `MIN_BASE64_RUN` characters."""
+    """Whether `text` holds a run of the base64 alphabet of at least `MIN_BASE64_RUN` characters (in C
+    for a string of one byte a character when the compiled build runs: `_readings.has_base64_run`)."""
+    if _native_has_base64_run is not None:
+        found = _native_has_base64_run(text)
+        if found is not None:
+            return found
+    return _has_base64_run(text)
+
+
+def _has_base64_run(text: str) -> bool:
+    """`has_base64_run` in Python: the mask, then a search for the run."""
     return text.encode("ascii", "replace").translate(_B64_MASK).find(_B64_RUN_START) >= 0
 
 
 def base64_runs(text: str) -> list[str]:
     """Every run of the base64 alphabet long enough to hide a destination (line-wrapped runs joined):
-    `MIN_BASE64_RUN` characters, or `MIN_PADDED_BASE64_RUN` when `=` padding closes it."""
+    `MIN_BASE64_RUN` characters, or `MIN_PADDED_BASE64_RUN` when `=` padding closes it. The compiled
+    build scans a string of one byte a character in C (`_readings.base64_runs`): CPython's search
+    for the mask's 16 `b`s is slow, as most bytes of the mask are `b`."""
+    if _native_base64_runs is not None:
+        runs = _native_base64_runs(text)
+        if runs is not None:
+            return runs
+    return _base64_runs(text)
+
+
+def _base64_runs(text: str) -> list[str]:
+    """`base64_runs` in Python: the mask, then a search for each long run and each `=` between them."""
     if len(text) < MIN_PADDED_BASE64_RUN:
         return []
     mask = text.encode("ascii", "replace").translate(_B64_MASK)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 
 # MIN_BASE64_RUN, decode_base64_text and decode_inline are read through this module by the readers
@@ -192,6 +192,28 @@ _AS_COLON = re.compile(r"\[ *(:|://|/) *\]")
 _AS_HXXP = re.compile(r"\bh(?:xx|\*\*)p(s?)\b")
 
 
+def _load_native_marker_gate() -> Callable[[str], bool | None] | None:
+    """The marker gate in C (`_readings.marker_gate`: strings of one byte a character), built with the
+    compiled scanner (bouncerd/native.py decides if it loads)."""
+    try:
+        from bouncerd.core._readings import marker_gate
+    except ImportError:
+        return None
+    return marker_gate
+
+
+_native_marker_gate = _load_native_marker_gate()
+
+
+def _has_marker(folded: str) -> bool:
+    """`_any_marker_gate`, in C when the compiled build runs and the string is one byte a character."""
+    if _native_marker_gate is not None:
+        found = _native_marker_gate(folded)
+        if found is not None:
+            return found
+    return _any_marker_gate(folded)
+
+
 def _any_marker_gate(folded: str) -> bool:
     """Whether a gate of `_MARKERS` is present (the common answer is no): one byte scan per one-character
     gate, " @ " and "hxxp" found through their rare character, " dot " (no rare character) plainly."""
@@ -209,7 +231,7 @@ def _any_marker_gate(folded: str) -> bool:
 
 def assembled(folded: str) -> str | None:
     """Windows around "dot"/"[.]"/"(at)"/"hxxp" markers, rewritten to plain `@`, `.` and `http`."""
-    if not _any_marker_gate(folded):
+    if not _has_marker(folded):
         return None
     spans: list[tuple[int, int]] = []
     for gate, marker in _MARKERS:

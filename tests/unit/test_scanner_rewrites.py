@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import decoders, numeric_tokens, said, shapes, tokens
+from bouncerd.core import decoders, fold, numeric_tokens, said, shapes, tokens
 
 # ---- decoders._as_text: unprintable characters counted with one byte pass, not a regex --------------
 
@@ -203,3 +203,73 @@ def test_the_c_said_scan_finds_what_an_injection_dictates_and_declines_an_overlo
     assert said._native_candidates(names) is None
     held = "see " + " ".join(["Name"] * 80)
     assert said._native_candidates(held) == said.candidates(held)
+
+
+# ---- decoders and fold: the whole-text scans of a string's readings in C (bouncerd/core/_readings.c) --
+
+needs_native_readings = pytest.mark.skipif(
+    decoders._native_base64_runs is None or fold._native_marker_gate is None,
+    reason="the C readings scans are not loaded (no trusted compiled build)",
+)
+# Runs of the base64 alphabet around the long and the padded lengths and across the 8-byte grid the C
+# scan reads, padding, line breaks that join runs and those that do not, Latin-1 characters (one byte,
+# read by the C scan, "?" to the ASCII encoding) and wider ones (the C scan declines those).
+BASE64_PIECES = [
+    "A", "z", "9", "+", "/", "-", "_", "=", "==", "===", "\n", "\r\n", "\r", " ", "?", ".", ":", "é",
+    "\xff", "字", "😀", "QUJD", "QUI=", "QQ==", "A" * 7, "A" * 8, "A" * 12, "A" * 15, "A" * 16, "A" * 20,
+    "\nQUJD", "\n\n",
+]  # fmt: skip
+BASE64_TEXT = st.one_of(
+    st.lists(st.sampled_from(BASE64_PIECES), max_size=30).map("".join),
+    st.text(alphabet=st.characters(max_codepoint=255), max_size=60),
+    st.text(max_size=60),
+)
+
+
+@needs_native_readings
+@settings(max_examples=3000, deadline=None)
+@given(BASE64_TEXT)
+def test_the_c_base64_run_scans_find_exactly_the_pure_runs(text: str) -> None:
+    assert decoders._native_base64_runs is not None and decoders._native_has_base64_run is not None
+    runs, has = decoders._native_base64_runs(text), decoders._native_has_base64_run(text)
+    if all(ord(c) < 256 for c in text):
+        assert runs == decoders._base64_runs(text)
+        assert has == decoders._has_base64_run(text)
+    else:
+        assert runs is None and has is None  # a wider string: the pure scan reads it
+    assert decoders.base64_runs(text) == decoders._base64_runs(text)
+    assert decoders.has_base64_run(text) == decoders._has_base64_run(text)
+
+
+@needs_native_readings
+def test_the_c_base64_run_scan_finds_a_planted_blob_and_a_short_padded_one() -> None:
+    """A wrapped attachment is one run, a short padded run between words is another, and a word that
+    only looks like base64 (short, unpadded) is none; at every offset of the 8-byte grid."""
+    assert decoders._native_base64_runs is not None
+    for pad in range(9):
+        text = "x " * pad + "see ZXZlQGV2aWwuZXhhbXBs\nZS5jb20= and QUJDRA== but not Hello"
+        assert decoders._native_base64_runs(text) == ["ZXZlQGV2aWwuZXhhbXBs\nZS5jb20=", "QUJDRA=="]
+        assert decoders._native_base64_runs(text) == decoders._base64_runs(text)
+        long_word = "y" * pad + " abcdefghijklmno abcdefghijklmnop"  # 15 letters, then 16
+        assert decoders._native_base64_runs(long_word) == ["abcdefghijklmnop"]
+
+
+MARKER_PIECES = [
+    " dot ", " dot", "dot ", " d", "ot ", " @ ", " @", "@ ", "@", "hxxp", "hxx", "xp", "h", "x", "p", "[",
+    "(", "{", "<", "*", "]", ")", " ", "a", "d", "é", "字", "😀", "h**p",
+]  # fmt: skip
+MARKER_TEXT = st.one_of(
+    st.lists(st.sampled_from(MARKER_PIECES), max_size=20).map("".join),
+    st.text(max_size=40),
+)
+
+
+@needs_native_readings
+@settings(max_examples=3000, deadline=None)
+@given(MARKER_TEXT)
+def test_the_c_marker_gate_answers_as_the_pure_gate(text: str) -> None:
+    assert fold._native_marker_gate is not None
+    got = fold._native_marker_gate(text)
+    assert got == (fold._any_marker_gate(text) if all(ord(c) < 256 for c in text) else None)
+    assert fold._has_marker(text) == fold._any_marker_gate(text)
+    assert fold._any_marker_gate(text) == any(gate in text for gate, _ in fold._MARKERS)
