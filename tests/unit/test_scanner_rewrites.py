@@ -273,3 +273,70 @@ def test_the_c_marker_gate_answers_as_the_pure_gate(text: str) -> None:
     assert got == (fold._any_marker_gate(text) if all(ord(c) < 256 for c in text) else None)
     assert fold._has_marker(text) == fold._any_marker_gate(text)
     assert fold._any_marker_gate(text) == any(gate in text for gate, _ in fold._MARKERS)
+
+
+# ---- said.candidates: the pure scan's searches, rewritten for non-ASCII text, against the old ones ------
+
+_OLD_CAPITAL_START = re.compile(r"\b[A-Z][A-Za-z0-9_'&-]*[ \t]+[A-Z]")
+
+
+def _old_candidates(text: str) -> list[str]:
+    """said.candidates as it was: `_ID_REF.finditer` over the whole text, `\\b[A-Z]…` searched from
+    every position, and every chunk of `text.split()` read."""
+    found: list[str] = []
+    for m in said._QUOTED.finditer(text) if any(q in text for q in said._OPENING_QUOTES) else ():
+        a = m.start()
+        if a and (text[a - 1].isalnum() or text[a - 1] in "_'"):
+            continue
+        span = m.group(2).strip()
+        if span and len(span) <= said.MAX_SAID_CHARS and len(span.split()) <= said.MAX_SAID_WORDS:
+            found.append(span)
+    low = text.lower()
+    for m in said._ID_REF.finditer(low):
+        a = m.start()
+        if not (a and (low[a - 1].isalnum() or low[a - 1] == "_")):
+            found.append(m.group(1).rstrip(".-"))
+    for m in said._HASH_REF.finditer(low) if "#" in low else ():
+        found.append(m.group(1).rstrip(".-"))
+    start = _OLD_CAPITAL_START.search(text)
+    for m in said._CAPITAL_RUN.finditer(text, start.start()) if start is not None else ():
+        if said._whole_line(text, m.start(), m.end()):
+            continue
+        words = m.group(0).split()
+        for n in range(2, min(said.MAX_SAID_WORDS, len(words)) + 1):
+            found.extend(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
+    for chunk in text.split():
+        if len(chunk) < said.MIN_CODE_CHARS or chunk.isalpha():
+            continue
+        for m in said._CODE_CANDIDATE.finditer(chunk):
+            word, a, b = m.group(0), m.start(), m.end()
+            if said.MIN_CODE_CHARS <= len(word) <= 64 and said._CODE_WORD.fullmatch(word):
+                if (a and chunk[a - 1] in said._NOT_BEFORE_CODE) or (
+                    b < len(chunk) and chunk[b] in said._NOT_AFTER_CODE
+                ):
+                    continue
+                if b + 1 < len(chunk) and chunk[b] == "." and chunk[b + 1].isalnum():
+                    continue
+                found.append(word)
+    return found
+
+
+# The id words inside and beside other words of any script, capitals after letters and digits of other
+# scripts (`\w` beyond ASCII), Unicode whitespace that `str.split` cuts at, a letter whose lower case is
+# two characters (`İ`), and the C scan's ASCII pieces.
+UNICODE_SAID_PIECES = [
+    *SAID_PIECES, "é", "字", "٣", "İ", "Ω", "ñ", "\u00a0", "\u2003", "\u3000", "\x85", "nö", "Nu", "NUM",
+    "numéro", "idé", "noé", "é7", "x_é", "ID٣", "éRiverside View", "٣Ann Lee", "‘x’", "“Y Z”",
+]  # fmt: skip
+UNICODE_SAID_TEXT = st.one_of(
+    st.lists(st.sampled_from(UNICODE_SAID_PIECES), max_size=40).map("".join),
+    st.text(max_size=80),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(UNICODE_SAID_TEXT)
+def test_the_pure_said_scan_finds_what_its_old_searches_found(text: str) -> None:
+    """Id words found from their first two letters, capitals searched from the class, and code-like
+    words read only from the chunks holding a digit or `_`: the same candidates, in the same order."""
+    assert said.candidates(text) == _old_candidates(text)
