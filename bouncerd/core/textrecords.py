@@ -237,7 +237,7 @@ def _split(lines: list[str], headed: bool) -> tuple[list[str], list[_Record]]:
                 current.prose.append(heading.group(1))
             after_blank = last_was_field = False
             continue
-        m = _FIELD.fullmatch(line)
+        m = _FIELD.fullmatch(line) if ":" in line[:MAX_FIELD_LINE_HEAD] else None  # prose: no regex
         if m is not None and len(m.group(2).split()) > MAX_NAME_WORDS:
             m = None
         if m is not None and style is not None and (m.group(1), m.group(3)) != style:
