@@ -20,7 +20,7 @@ from urllib.parse import quote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import decoders, fold, numeric_tokens, said, shapes, taint, tokens
+from bouncerd.core import decoders, fold, numeric_tokens, said, shapes, taint, textrecords, tokens
 from bouncerd.core.model import Provenance
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -409,25 +409,6 @@ class RefCollector:
         return out
 
 
-def ref_header_block(text: str) -> tuple[list[tuple[str, str]], str] | None:
-    lines = text.split("\n", taint.MAX_HEADER_LINES + 1)
-    headers: list[tuple[str, str]] = []
-    i = 0
-    while i < len(lines) and i <= taint.MAX_HEADER_LINES:
-        line = lines[i].rstrip("\r")
-        if headers and line[:1] in (" ", "\t") and line.strip():
-            headers[-1] = (headers[-1][0], headers[-1][1] + " " + line.strip())
-        else:
-            m = taint._HEADER_LINE.fullmatch(line)
-            if m is None:
-                break
-            headers.append((m.group(1), m.group(2)))
-        i += 1
-    if len(headers) < 2 or not any(taint.field_is_identity(name) for name, _ in headers):
-        return None
-    return headers, "\n".join(lines[i:])
-
-
 def ref_walk_structured(value: Any, c: RefCollector) -> None:
     stack: list[tuple[Any, str, bool]] = [(value, "", False)]
     seen: set[int] = set()
@@ -459,17 +440,18 @@ def ref_walk_structured(value: Any, c: RefCollector) -> None:
 
 def ref_text_item(text: str, c: RefCollector) -> None:
     parsed = taint.parse_structured(text)
+    if parsed is not None and text.lstrip()[:1] not in "{[" and textrecords.is_header_mapping(parsed):
+        parsed = None if textrecords.read(text, taint.field_is_identity) is not None else parsed
     if parsed is not None:
         if c.mirror is None or parsed != c.mirror:
             ref_walk_structured(parsed, c)
         return
-    block = ref_header_block(text) if ":" in text[:64] else None
-    if block is None:
+    listing = textrecords.read(text, taint.field_is_identity)  # a reader, not a fast path
+    if listing is None:
         c.add(text, None, False)
         return
-    for name, value in block[0]:
-        c.add(value, name.lower(), bool(taint.field_is_identity(name)))
-    c.add(block[1], None, False)
+    for value, field, identity in listing:
+        c.add(value, field, identity)
 
 
 def ref_extract(payload: Any) -> dict[str, Provenance]:
@@ -535,7 +517,6 @@ def test_gates_and_decoders_match_their_plain_forms(text: str) -> None:
     assert decoders.decode_base64_text(text) == ref_decode_base64_text(text)
     assert fold._any_marker_gate(text) == any(gate in text for gate, _ in fold._MARKERS)
     assert taint._whole_value(text) == " ".join(fold.fold(text).split())
-    assert taint._header_block(text) == ref_header_block(text)
     assert shapes._segments(text) == ref_segments(text)
     for needle, rare in (("=?", 0), (" @ ", 1), ("hxxp", 1), ("xn--", 0), ("://", 0)):
         assert decoders.contains(text, needle, rare) == (needle in text)
