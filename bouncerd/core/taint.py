@@ -201,7 +201,7 @@ class _Collector:
             both = found.get(text)
             if both is None:
                 got = key_tuple(text)
-                if "/" in text:  # a link, with a scheme or without one
+                if "/" in text or (got and shapes.may_encode_link(text)):  # a link, maybe encoded
                     got = (*got, *shapes.exact_url_keys(text))
                 both = found[text] = (got, domain_keys(got) if got else ())
             got = both[0]
