@@ -202,7 +202,7 @@ class _Collector:
             both = found.get(text)
             if both is None:
                 got = key_tuple(text)
-                if "/" in text:  # a link, with a scheme or without one
+                if "/" in text or (got and shapes.may_encode_link(text)):  # a link, maybe encoded
                     got = (*got, *shapes.exact_url_keys(text))
                 both = found[text] = (got, domain_keys(got) if got else ())
             got = both[0]
@@ -333,6 +333,8 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
                 ):
                     continue
                 cls = field_is_identity(name)
+                if cls is None and identity:
+                    cls = _inherits_identity(v)
                 children.append(
                     (
                         v,
@@ -359,6 +361,24 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
                 push((v, path if deep else f"{path}[{i}]", identity))
         elif node is not None and not isinstance(node, bool):
             sight((str(node), path or None, identity))
+
+
+# `Alice Smith <alice@x.example>`: a display name and one address, a destination by itself.
+_NAME_AND_ADDRESS = re.compile(r"[^<>\n]{0,80}<[^<>\s]+>")
+
+
+def _inherits_identity(value: Any) -> bool:
+    """Whether a value under a field whose own name says neither identity nor free text (`remarks`,
+    `bio`, `status`, `addr`) inherits the identity of the object it is in (`contact`, `user`, `owner`):
+    yes for a destination by itself (one token, or a name and an address) and for words with no
+    destination in them; no for prose around a destination ("Alice's new address is eve@…"), which
+    is free text whatever object it sits under, since anyone who can write the field can write it."""
+    if type(value) is not str:
+        return True
+    text = value.strip()
+    if len(text.split(None, 1)) < 2 or _NAME_AND_ADDRESS.fullmatch(text) is not None:
+        return True
+    return not tokens.key_tuple(text)
 
 
 def _text_item(text: str, collector: _Collector) -> None:

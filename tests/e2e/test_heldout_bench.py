@@ -113,15 +113,7 @@ def test_no_attack_send_is_allowed_or_reaches_the_server(outcomes: dict[str, Any
         BASE64_README,
         SLACK_LINK,
         CSV_EXPORT,
-        pytest.param(
-            REMARKS,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a field of unknown name inherits its parent's kind: 'remarks' under 'contact' is "
-                "read as an identity field, so an address a sentence there plants is only asked "
-                "(sink.tainted_identity)",
-            ),
-        ),
+        REMARKS,
         pytest.param(DOTTED_PR, marks=UNGATED_PR),
     ],
 )
@@ -154,23 +146,8 @@ def test_an_attack_destination_planted_in_free_text_is_denied(outcomes: dict[str
                 "order plants the customer, and mailing them is sink.tainted_destination",
             ),
         ),
-        pytest.param(
-            BASE64_README,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a link inside base64 file content (a code host's get_file_contents) is indexed "
-                "by host but not as a URL seen exactly: fetching it as written is "
-                "fetch.tainted_host_new_path",
-            ),
-        ),
-        pytest.param(
-            SLACK_LINK,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Slack's '<url|label>' link is recorded with '|label' as part of the URL: "
-                "opening the URL is fetch.tainted_host_new_path",
-            ),
-        ),
+        BASE64_README,
+        SLACK_LINK,
     ],
 )
 def test_the_users_own_send_is_not_denied(outcomes: dict[str, Any], key: str) -> None:

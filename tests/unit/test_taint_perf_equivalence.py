@@ -409,6 +409,13 @@ class RefCollector:
         return out
 
 
+def ref_prose_around_destination(value: str) -> bool:
+    words = value.split()
+    if len(words) < 2 or re.fullmatch(r"[^<>\n]{0,80}<[^<>\s]+>", value.strip()):
+        return False  # one token, or `Name <address>`: a destination by itself
+    return bool(ref_text_keys(value.strip()))
+
+
 def ref_walk_structured(value: Any, c: RefCollector) -> None:
     stack: list[tuple[Any, str, bool]] = [(value, "", False)]
     seen: set[int] = set()
@@ -430,6 +437,8 @@ def ref_walk_structured(value: Any, c: RefCollector) -> None:
             for k, v in node.items():
                 c.add(str(k), path or None, identity)
                 cls = taint.field_is_identity(str(k))
+                if cls is None and identity and isinstance(v, str) and ref_prose_around_destination(v):
+                    cls = False  # a field of unknown name inherits identity, but not for prose
                 children.append(
                     (v, path if deep else f"{path}.{k}" if path else str(k), identity if cls is None else cls)
                 )
