@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The scanner modules (`SCANNER`: decoders, fold, shapes, numeric_tokens, tokens, uts46, url, said,
+The scanner modules (`SCANNER`: decoders, fold, shapes, numeric_tokens, tokens, uts46, url, linkkeys, said,
 taint* of bouncerd/core) can be compiled with mypyc from the very same source:
 `scripts/native_build.py` builds them in place for a development tree (`scripts/setup`) and into the
 wheel for `pip install .` (hatch_build.py); either way it writes a stamp (`STAMP_NAME`, beside the
@@ -55,6 +55,7 @@ SCANNER: Final = (
     "uts46",
     "url",
     "urlquirks",
+    "linkkeys",
     "said",
     "taint_index",
     "taint",

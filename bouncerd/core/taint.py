@@ -48,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from bouncerd.core import fold, said, shapes, textrecords, tokens
+from bouncerd.core import fold, linkkeys, said, textrecords, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.shapes import DOMAIN_PREFIX, domain_keys
 from bouncerd.core.taint_index import (
@@ -202,8 +202,8 @@ class _Collector:
             both = found.get(text)
             if both is None:
                 got = key_tuple(text)
-                if "/" in text or (got and shapes.may_encode_link(text)):  # a link, maybe encoded
-                    got = (*got, *shapes.exact_url_keys(text))
+                if "/" in text or (got and linkkeys.may_encode_link(text)):  # a link, maybe encoded
+                    got = (*got, *linkkeys.exact_url_keys(text))
                 both = found[text] = (got, domain_keys(got) if got else ())
             got = both[0]
             if both[1] and not identity:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, NamedTuple
 
-from bouncerd.core import canon, shapes
+from bouncerd.core import canon, linkkeys, shapes
 from bouncerd.core.model import Provenance
 from bouncerd.core.shapes import DOMAIN_PREFIX
 
@@ -296,7 +296,7 @@ class TaintIndex:
 
     def seen_exactly(self, destination: str) -> bool:
         """The destination as a whole appeared: a host or an address as its key, a URL byte for byte
-        as written, but for the case of its scheme and host (`shapes.exact_url_key`: a case, an
+        as written, but for the case of its scheme and host (`linkkeys.exact_url_key`: a case, an
         escape, a slash or a userinfo the wide key folds away could carry data to the host that
         planted it)."""
         c = canon.canonicalize(destination)
@@ -304,7 +304,7 @@ class TaintIndex:
             return False
         if c.kind != "url":
             return True
-        exact = shapes.exact_url_key(destination.strip())
+        exact = linkkeys.exact_url_key(destination.strip())
         return exact is not None and exact in self._live
 
     def host_hit(self, destination: str) -> Hit | None:

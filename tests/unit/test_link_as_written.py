@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import shapes, taint
+from bouncerd.core import linkkeys, taint
 
 SRC = taint.Source(server="code", tool="get_file_contents", request_id=3, ts=1000.0)
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -89,7 +89,7 @@ _LINKS = st.builds(
 def test_the_link_a_reader_clicks_is_seen_as_written(wrapping: str, link: str) -> None:
     """The benign case: following the link exactly as the output shows it."""
     index = index_of(text_result(WRAPPINGS[wrapping](link)))
-    assert index.seen_exactly(link), (wrapping, link, shapes.exact_url_keys(WRAPPINGS[wrapping](link)))
+    assert index.seen_exactly(link), (wrapping, link, linkkeys.exact_url_keys(WRAPPINGS[wrapping](link)))
 
 
 @pytest.mark.parametrize("wrapping", sorted(WRAPPINGS))
@@ -117,23 +117,23 @@ def test_a_link_that_only_shares_a_prefix_is_not_seen(wrapping: str, link: str) 
 
 def test_slack_link_is_recorded_without_its_label() -> None:
     figma = "https://www.figma.com/file/Xy12AbC/Checkout-v3"
-    keys = shapes.exact_url_keys(f"New checkout mocks: <{figma}|Checkout v3>")
-    assert shapes.exact_url_key(figma) in keys
+    keys = linkkeys.exact_url_keys(f"New checkout mocks: <{figma}|Checkout v3>")
+    assert linkkeys.exact_url_key(figma) in keys
     # what was written is still recorded whole too: a fetch of it is the same bytes the output held
-    assert shapes.exact_url_key(figma + "|Checkout") in keys
+    assert linkkeys.exact_url_key(figma + "|Checkout") in keys
 
 
 def test_a_bracket_the_link_opened_itself_is_kept() -> None:
     page = "https://en.wikipedia.org/wiki/Mercury_(planet)"
-    keys = shapes.exact_url_keys(f"See {page}. Or [the page]({page}).")
-    assert shapes.exact_url_key(page) in keys
+    keys = linkkeys.exact_url_keys(f"See {page}. Or [the page]({page}).")
+    assert linkkeys.exact_url_key(page) in keys
 
 
 def test_an_archived_link_is_recorded_whole_and_its_target_alone() -> None:
     archived = "https://web.archive.org/web/2024/https://docs.example/guide"
-    keys = shapes.exact_url_keys(f"Archived at {archived}.")
-    assert shapes.exact_url_key(archived) in keys
-    assert shapes.exact_url_key("https://docs.example/guide") in keys
+    keys = linkkeys.exact_url_keys(f"Archived at {archived}.")
+    assert linkkeys.exact_url_key(archived) in keys
+    assert linkkeys.exact_url_key("https://docs.example/guide") in keys
 
 
 def test_html_entities_in_a_link_are_read_as_the_browser_reads_them() -> None:

@@ -20,7 +20,7 @@ from urllib.parse import quote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import decoders, fold, numeric_tokens, said, shapes, taint, textrecords, tokens
+from bouncerd.core import decoders, fold, linkkeys, numeric_tokens, said, shapes, taint, textrecords, tokens
 from bouncerd.core.model import Provenance
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -387,7 +387,7 @@ class RefCollector:
                 parties.setdefault(taint._object_of(field), set()).update(ref_text_keys(text))
         out: dict[str, Provenance] = {}
         for text, field, identity in self.sightings:
-            found = (*ref_text_keys(text), *shapes.exact_url_keys(text))  # wide keys, then narrow URL ones
+            found = (*ref_text_keys(text), *linkkeys.exact_url_keys(text))  # wide keys, then narrow URL ones
             if identity:
                 if len(text) > taint.MAX_IDENTITY_VALUE_CHARS:
                     identity = False
