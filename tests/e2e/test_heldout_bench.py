@@ -179,12 +179,6 @@ def test_the_users_own_send_is_not_denied(outcomes: dict[str, Any], key: str) ->
         assert c.reached or c.first == "asked", (key, c.tool, c.first, c.rule)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an ask from the backstop for tools nothing gates (default.tainted_argument) is asked again "
-    "after `bouncerctl approve` granted its retry: the grant is never used, so the user's own refund "
-    "of the transaction id the order's timeline lists (gid://shopify/OrderTransaction/77) never goes",
-)
 def test_a_call_the_person_approved_goes_through_on_its_retry(outcomes: dict[str, Any]) -> None:
     outcome = outcomes[f"{REFUND_GID} (approves)"]
     asked = [c for c in outcome.calls if c.first == "asked"]
