@@ -41,8 +41,10 @@ nothing.
   `sync_to(destination)`. It is gated on its place-shaped (or person-shaped) parameters, weak ones
   included, and noted "standing channel" for `policy check` and the report. One that exists to carry
   data somewhere (webhook, callback, forwarding, remote, mirror, tunnel, ...) with no such parameter
-  makes every argument a sink. `sync`, `subscribe`, `register` and `watch` may pull, so their
-  `target` counts only when the name says `to`;
+  makes every argument a sink, unless its name is that noun and no verb and every argument it
+  publishes is a path, a switch or a number (`git_remote(repo_path, verbose)` lists the remotes).
+  `sync`, `subscribe`, `register` and `watch` may pull, so their `target` counts only when the name
+  says `to`;
 - an unambiguous sending or probing word after another verb (`schedule_send`, `create_health_check`)
   gates the destination-shaped parameters (or the hosts);
 - mutating verbs (`create`, `add`, `update`, ...) are sends when they add someone (`add ... to`),
@@ -92,6 +94,7 @@ from bouncerd.core.fallback_words import (
     HOST_FORMATS,
     HOST_NOUNS,
     INHERENT_CHANNELS,
+    LISTING_OPTIONS,
     MAIL_CONTEXT,
     MOVE_PARAMS,
     MOVE_VERBS,
@@ -341,9 +344,32 @@ def _probe_targets(params: list[Param], parts: list[str], schema: Any, by_name: 
     ]
 
 
-def _channel(reading: Reading, params: list[Param], source: str, parts: list[str]) -> Found | None:
+def _holds_no_destination(schema: Any) -> bool:
+    """Whether no argument the schema publishes can carry a destination: each is typed boolean or
+    number, names a local path, or is a listing's switch or paging option (`LISTING_OPTIONS`). An
+    unknown schema, or any other argument (`spec`, `config`, `name`), could hold one."""
+    props = schema.get("properties", {}) if isinstance(schema, Mapping) else None
+    if not isinstance(props, Mapping):
+        return False
+    for name, sub in props.items():
+        parts = words(name) if isinstance(name, str) else []
+        if not parts:
+            return False
+        if _non_text(sub, schema) or set(parts) <= LISTING_OPTIONS:
+            continue
+        if parts[-1] in PATH_WORDS or parts[-1].endswith("path"):
+            continue
+        return False
+    return True
+
+
+def _channel(
+    reading: Reading, params: list[Param], source: str, parts: list[str], schema: Any = None
+) -> Found | None:
     """The gate of a tool that opens a standing channel: on the place-shaped parameters of a channel
-    to a place, the person-shaped ones of a channel to a person, and the strong ones of either."""
+    to a place, the person-shaped ones of a channel to a person, and the strong ones of either. A
+    name that is only a channel noun, with no verb, and no argument a destination could be in,
+    lists the channels: nothing is gated."""
     place, person, word = reading.place, reading.person, reading.channel
     if word is None:
         return None
@@ -359,6 +385,8 @@ def _channel(reading: Reading, params: list[Param], source: str, parts: list[str
     standing = f"{source} word {word!r}"
     if sinks:
         return "send", sinks, f"{standing} opens a channel: gated on its destinations", standing
+    if reading.kind is None and _holds_no_destination(schema):
+        return None  # `git_remote(repo_path, verbose)`, `repo.remotes()`: a noun and no verb lists them
     if word in INHERENT_CHANNELS and source == "tool name":
         why = f"{standing} carries data somewhere and no parameter says where: every argument is a sink"
         return "send", [], why, standing
@@ -400,7 +428,7 @@ def _by_name(parts: list[str], params: list[Param], everything: list[Param], sch
     if kind == "send":
         why = f"tool name verb {verb!r} sends, and no parameter looks like a destination: every argument"
         return "send", [], f"{why} is a sink", standing
-    if (channel := _channel(name, everything, "tool name", parts)) is not None:
+    if (channel := _channel(name, everything, "tool name", parts, schema)) is not None:
         return channel
     if (later := next((p for p in parts[1:] if p in PLAIN_SEND_VERBS), None)) and everything:
         return "send", everything, f"tool name part {later!r} sends: gated on its destinations", None

@@ -121,6 +121,13 @@ INHERENT_CHANNELS = _set(
     "webhook webhooks callback callbacks forwarding forwarder forwarders redirect redirects relay relays "
     "remote remotes mirror mirrors replica replicas replication replicate tunnel tunnels"
 )
+# Arguments no destination can be in: switches and paging or output options of a listing
+# (`git_remote(repo_path, verbose)`, `remotes(all, limit)`). With only these (and paths, and
+# values typed boolean or number), a name that is a channel noun and no verb lists the channels.
+LISTING_OPTIONS = _set(
+    "verbose v vv all long short quiet q detailed details detail json porcelain raw limit max page "
+    "per size offset cursor sort order reverse include show"
+)
 # A mutating verb that writes one of these things is a send: `add_message`, `create_comment`.
 SENT_THINGS = _set("message messages comment comments reply replies email mail post dm chat")
 # A reading verb over one of these nouns reads the web: a fetch, not a read.
