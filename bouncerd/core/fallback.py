@@ -45,6 +45,10 @@ nothing.
   publishes is a path, a switch or a number (`git_remote(repo_path, verbose)` lists the remotes).
   `sync`, `subscribe`, `register` and `watch` may pull, so their `target` counts only when the name
   says `to`;
+- an opening verb (`create`, `open`, `file`, `submit`, ...) over what a code host files in a
+  repository (a pull or merge request, an issue, a review, a comment) is a send to the repository or
+  project the call names, gated on `owner`/`repo`/`repository`/`project_id` parameters (not a local
+  `repo_path`) and its person-shaped ones: `create_pull_request(owner, repo)`;
 - an unambiguous sending or probing word after another verb (`schedule_send`, `create_health_check`)
   gates the destination-shaped parameters (or the hosts);
 - mutating verbs (`create`, `add`, `update`, ...) are sends when they add someone (`add ... to`),
@@ -102,6 +106,7 @@ from bouncerd.core.fallback_words import (
     NEGATIONS,
     NET_WORDS,
     NON_TEXT_TYPES,
+    OPENING_VERBS,
     PATH_FORMATS,
     PATH_WORDS,
     PERSON_WORDS,
@@ -112,6 +117,8 @@ from bouncerd.core.fallback_words import (
     READ_VERBS,
     REFERENCE_WORDS,
     REMOVING_VERBS,
+    REPOSITORY_PARAMS,
+    REPOSITORY_THINGS,
     RESOLVER_NOUNS,
     RESOLVING_WORDS,
     SENT_THINGS,
@@ -405,6 +412,33 @@ def _stored_urls(params: list[Param]) -> Found | None:
     return None
 
 
+def _files_into_repository(parts: list[str], params: list[Param], schema: Any) -> Found | None:
+    """A tool that opens a pull or merge request, an issue, a review or a comment (`REPOSITORY_THINGS`
+    under one of `OPENING_VERBS`) files it where the call says: a send to that repository or project,
+    gated on the parameters that name it (`owner` and `repo`, which the sink gate also reads joined
+    as `owner/repo`; `repository`; `project_id`, `target_project_id`) and on its person-shaped ones
+    (`assignees`, `reviewers`). A local `repo_path` names no repository on a host."""
+    opening = next((p for p in parts if p in OPENING_VERBS), None)
+    thing = next((p for p in parts if p in REPOSITORY_THINGS), None)
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    if opening is None or thing is None or not isinstance(props, Mapping):
+        return None
+    places: list[Param] = []
+    for name, sub in props.items():
+        named = words(name) if isinstance(name, str) else []
+        if not REPOSITORY_PARAMS & set(named) or named[-1] in PATH_WORDS or named[-1].endswith("path"):
+            continue
+        if not _non_text(sub, schema) or "id" in named:  # a project id may be typed a number
+            places.append(
+                Param(name, f"names the repository or project a {thing!r} is filed in", True, False)
+            )
+    if not places:
+        return None
+    strong = [p for p in params if p.strong and p.path not in {q.path for q in places}]
+    why = f"tool name {opening!r} ... {thing!r} files into the repository or project the call names: a send"
+    return "send", [*places, *strong], why, None
+
+
 def _by_name(parts: list[str], params: list[Param], everything: list[Param], schema: Any) -> Found | None:
     """The gate the tool's name calls for, or None."""
     name = read_words(parts)
@@ -422,6 +456,8 @@ def _by_name(parts: list[str], params: list[Param], everything: list[Param], sch
         return "fetch", url_params, f"tool name verb {verb!r} fetches a URL: a fetch sink", None
     if kind == "read":
         return None
+    if (filed := _files_into_repository(parts, params, schema)) is not None:
+        return filed
     standing = f"tool name word {name.channel!r}" if name.channel else None
     if kind == "send" and everything:
         return "send", everything, f"tool name verb {verb!r} sends: gated on its destinations", standing
