@@ -140,8 +140,8 @@ from bouncerd.core.fallback_words import (
 )
 from bouncerd.core.rules import ToolEntry
 
-__all__ = ["Guess", "Param", "classify", "destination_params", "looks_like_destination",
-           "verb_of", "words"]  # fmt: skip
+__all__ = ["Guess", "Param", "classify", "destination_params", "lists_local_remotes",
+           "looks_like_destination", "verb_of", "words"]  # fmt: skip
 
 # Input schemas nest; real ones go three or four levels deep. Deeper levels are not searched (a
 # parameter buried further is still walked by the sink gate when the tool declares no sinks).
@@ -522,6 +522,19 @@ def lists_own_directory(parts: list[str]) -> bool:
     return bool(DIRECTORY_NOUNS & names) or ("users" in names and bool(DIRECTORY_PLACES & names))
 
 
+def lists_local_remotes(parts: list[str], input_schema: Any) -> bool:
+    """Whether a tool lists the git remotes of a local clone: its name is `remote`/`remotes` and no
+    verb (`git_remote`, `repo.remotes`), and it takes nothing but local paths and switches. What it
+    prints is the clone's own configuration (the URL it was cloned from, the remotes the user added),
+    which no text an attacker writes into a repository can change; a README's or a commit message's
+    URL comes through other tools and still taints."""
+    return (
+        bool(set(parts) & {"remote", "remotes"})
+        and verb_of(parts) == (None, None)
+        and _holds_no_destination(input_schema)
+    )
+
+
 def classify(tool_name: str, input_schema: Mapping[str, Any] | None, description: str | None = None) -> Guess:
     """The fallback's entry for a tool without one, and the notes that explain it. `description` is
     the tool's description from tools/list; it can add a gate, never remove one."""
@@ -548,9 +561,16 @@ def classify(tool_name: str, input_schema: Mapping[str, Any] | None, description
     if deletion:
         notes.append(f"tool name part {sorted(DELETE_WORDS & set(parts))[0]!r} marks a deletion")
     writes = tuple(_path_params(input_schema, verb)) if not reads else ()
+    config = found is None and lists_local_remotes(parts, input_schema)
+    if config:
+        notes.append("lists the local clone's remotes: its output is your configuration, not planted text")
     if found is None:
         entry = ToolEntry(
-            exfiltrating=False, deletion=deletion, write_params=writes or None, directory=directory or None
+            exfiltrating=False,
+            deletion=deletion,
+            write_params=writes or None,
+            directory=directory or None,
+            untrusted_output=False if config else None,
         )
         return Guess(entry, tuple(notes))
     sink_kind, sinks, why, standing = found
