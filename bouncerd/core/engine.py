@@ -254,6 +254,10 @@ class Engine(Store):
                 # Changes only calls some gate concerns (a send, a program, a destination argument) or
                 # allowed for want of taint, none of which the fast path forwards (fastpath.is_fast).
                 verdict = restricted.judge(self.restriction, verdict, sends=self._sends(call, rule))
+            # Every ask, whichever gate (or the restriction) gave it, meets the person's one-time yes to
+            # this exact call: a gate that spent it already returned an allow, so this spends nothing
+            # twice, and an ask no grant covers stands.
+            verdict = grants.use_once(call, verdict, now)
             self._note_call(call, rule, verdict)
         return Verdict(
             verdict.verdict,

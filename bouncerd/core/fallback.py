@@ -41,8 +41,14 @@ nothing.
   `sync_to(destination)`. It is gated on its place-shaped (or person-shaped) parameters, weak ones
   included, and noted "standing channel" for `policy check` and the report. One that exists to carry
   data somewhere (webhook, callback, forwarding, remote, mirror, tunnel, ...) with no such parameter
-  makes every argument a sink. `sync`, `subscribe`, `register` and `watch` may pull, so their
-  `target` counts only when the name says `to`;
+  makes every argument a sink, unless its name is that noun and no verb and every argument it
+  publishes is a path, a switch or a number (`git_remote(repo_path, verbose)` lists the remotes).
+  `sync`, `subscribe`, `register` and `watch` may pull, so their `target` counts only when the name
+  says `to`;
+- an opening verb (`create`, `open`, `file`, `submit`, ...) over what a code host files in a
+  repository (a pull or merge request, an issue, a review, a comment) is a send to the repository or
+  project the call names, gated on `owner`/`repo`/`repository`/`project_id` parameters (not a local
+  `repo_path`) and its person-shaped ones: `create_pull_request(owner, repo)`;
 - an unambiguous sending or probing word after another verb (`schedule_send`, `create_health_check`)
   gates the destination-shaped parameters (or the hosts);
 - mutating verbs (`create`, `add`, `update`, ...) are sends when they add someone (`add ... to`),
@@ -92,6 +98,7 @@ from bouncerd.core.fallback_words import (
     HOST_FORMATS,
     HOST_NOUNS,
     INHERENT_CHANNELS,
+    LISTING_OPTIONS,
     MAIL_CONTEXT,
     MOVE_PARAMS,
     MOVE_VERBS,
@@ -99,6 +106,7 @@ from bouncerd.core.fallback_words import (
     NEGATIONS,
     NET_WORDS,
     NON_TEXT_TYPES,
+    OPENING_VERBS,
     PATH_FORMATS,
     PATH_WORDS,
     PERSON_WORDS,
@@ -109,6 +117,8 @@ from bouncerd.core.fallback_words import (
     READ_VERBS,
     REFERENCE_WORDS,
     REMOVING_VERBS,
+    REPOSITORY_PARAMS,
+    REPOSITORY_THINGS,
     RESOLVER_NOUNS,
     RESOLVING_WORDS,
     SENT_THINGS,
@@ -130,8 +140,8 @@ from bouncerd.core.fallback_words import (
 )
 from bouncerd.core.rules import ToolEntry
 
-__all__ = ["Guess", "Param", "classify", "destination_params", "looks_like_destination",
-           "verb_of", "words"]  # fmt: skip
+__all__ = ["Guess", "Param", "classify", "destination_params", "lists_local_remotes",
+           "looks_like_destination", "verb_of", "words"]  # fmt: skip
 
 # Input schemas nest; real ones go three or four levels deep. Deeper levels are not searched (a
 # parameter buried further is still walked by the sink gate when the tool declares no sinks).
@@ -341,9 +351,32 @@ def _probe_targets(params: list[Param], parts: list[str], schema: Any, by_name: 
     ]
 
 
-def _channel(reading: Reading, params: list[Param], source: str, parts: list[str]) -> Found | None:
+def _holds_no_destination(schema: Any) -> bool:
+    """Whether no argument the schema publishes can carry a destination: each is typed boolean or
+    number, names a local path, or is a listing's switch or paging option (`LISTING_OPTIONS`). An
+    unknown schema, or any other argument (`spec`, `config`, `name`), could hold one."""
+    props = schema.get("properties", {}) if isinstance(schema, Mapping) else None
+    if not isinstance(props, Mapping):
+        return False
+    for name, sub in props.items():
+        parts = words(name) if isinstance(name, str) else []
+        if not parts:
+            return False
+        if _non_text(sub, schema) or set(parts) <= LISTING_OPTIONS:
+            continue
+        if parts[-1] in PATH_WORDS or parts[-1].endswith("path"):
+            continue
+        return False
+    return True
+
+
+def _channel(
+    reading: Reading, params: list[Param], source: str, parts: list[str], schema: Any = None
+) -> Found | None:
     """The gate of a tool that opens a standing channel: on the place-shaped parameters of a channel
-    to a place, the person-shaped ones of a channel to a person, and the strong ones of either."""
+    to a place, the person-shaped ones of a channel to a person, and the strong ones of either. A
+    name that is only a channel noun, with no verb, and no argument a destination could be in,
+    lists the channels: nothing is gated."""
     place, person, word = reading.place, reading.person, reading.channel
     if word is None:
         return None
@@ -359,6 +392,8 @@ def _channel(reading: Reading, params: list[Param], source: str, parts: list[str
     standing = f"{source} word {word!r}"
     if sinks:
         return "send", sinks, f"{standing} opens a channel: gated on its destinations", standing
+    if reading.kind is None and _holds_no_destination(schema):
+        return None  # `git_remote(repo_path, verbose)`, `repo.remotes()`: a noun and no verb lists them
     if word in INHERENT_CHANNELS and source == "tool name":
         why = f"{standing} carries data somewhere and no parameter says where: every argument is a sink"
         return "send", [], why, standing
@@ -375,6 +410,33 @@ def _stored_urls(params: list[Param]) -> Found | None:
     if read := [p for p in declared if named[p.path] & SOURCE_WORDS]:
         return "fetch", read, "a parameter declared a URI the server reads data from: a fetch sink", None
     return None
+
+
+def _files_into_repository(parts: list[str], params: list[Param], schema: Any) -> Found | None:
+    """A tool that opens a pull or merge request, an issue, a review or a comment (`REPOSITORY_THINGS`
+    under one of `OPENING_VERBS`) files it where the call says: a send to that repository or project,
+    gated on the parameters that name it (`owner` and `repo`, which the sink gate also reads joined
+    as `owner/repo`; `repository`; `project_id`, `target_project_id`) and on its person-shaped ones
+    (`assignees`, `reviewers`). A local `repo_path` names no repository on a host."""
+    opening = next((p for p in parts if p in OPENING_VERBS), None)
+    thing = next((p for p in parts if p in REPOSITORY_THINGS), None)
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    if opening is None or thing is None or not isinstance(props, Mapping):
+        return None
+    places: list[Param] = []
+    for name, sub in props.items():
+        named = words(name) if isinstance(name, str) else []
+        if not REPOSITORY_PARAMS & set(named) or named[-1] in PATH_WORDS or named[-1].endswith("path"):
+            continue
+        if not _non_text(sub, schema) or "id" in named:  # a project id may be typed a number
+            places.append(
+                Param(name, f"names the repository or project a {thing!r} is filed in", True, False)
+            )
+    if not places:
+        return None
+    strong = [p for p in params if p.strong and p.path not in {q.path for q in places}]
+    why = f"tool name {opening!r} ... {thing!r} files into the repository or project the call names: a send"
+    return "send", [*places, *strong], why, None
 
 
 def _by_name(parts: list[str], params: list[Param], everything: list[Param], schema: Any) -> Found | None:
@@ -394,13 +456,15 @@ def _by_name(parts: list[str], params: list[Param], everything: list[Param], sch
         return "fetch", url_params, f"tool name verb {verb!r} fetches a URL: a fetch sink", None
     if kind == "read":
         return None
+    if (filed := _files_into_repository(parts, params, schema)) is not None:
+        return filed
     standing = f"tool name word {name.channel!r}" if name.channel else None
     if kind == "send" and everything:
         return "send", everything, f"tool name verb {verb!r} sends: gated on its destinations", standing
     if kind == "send":
         why = f"tool name verb {verb!r} sends, and no parameter looks like a destination: every argument"
         return "send", [], f"{why} is a sink", standing
-    if (channel := _channel(name, everything, "tool name", parts)) is not None:
+    if (channel := _channel(name, everything, "tool name", parts, schema)) is not None:
         return channel
     if (later := next((p for p in parts[1:] if p in PLAIN_SEND_VERBS), None)) and everything:
         return "send", everything, f"tool name part {later!r} sends: gated on its destinations", None
@@ -458,6 +522,19 @@ def lists_own_directory(parts: list[str]) -> bool:
     return bool(DIRECTORY_NOUNS & names) or ("users" in names and bool(DIRECTORY_PLACES & names))
 
 
+def lists_local_remotes(parts: list[str], input_schema: Any) -> bool:
+    """Whether a tool lists the git remotes of a local clone: its name is `remote`/`remotes` and no
+    verb (`git_remote`, `repo.remotes`), and it takes nothing but local paths and switches. What it
+    prints is the clone's own configuration (the URL it was cloned from, the remotes the user added),
+    which no text an attacker writes into a repository can change; a README's or a commit message's
+    URL comes through other tools and still taints."""
+    return (
+        bool(set(parts) & {"remote", "remotes"})
+        and verb_of(parts) == (None, None)
+        and _holds_no_destination(input_schema)
+    )
+
+
 def classify(tool_name: str, input_schema: Mapping[str, Any] | None, description: str | None = None) -> Guess:
     """The fallback's entry for a tool without one, and the notes that explain it. `description` is
     the tool's description from tools/list; it can add a gate, never remove one."""
@@ -484,9 +561,16 @@ def classify(tool_name: str, input_schema: Mapping[str, Any] | None, description
     if deletion:
         notes.append(f"tool name part {sorted(DELETE_WORDS & set(parts))[0]!r} marks a deletion")
     writes = tuple(_path_params(input_schema, verb)) if not reads else ()
+    config = found is None and lists_local_remotes(parts, input_schema)
+    if config:
+        notes.append("lists the local clone's remotes: its output is your configuration, not planted text")
     if found is None:
         entry = ToolEntry(
-            exfiltrating=False, deletion=deletion, write_params=writes or None, directory=directory or None
+            exfiltrating=False,
+            deletion=deletion,
+            write_params=writes or None,
+            directory=directory or None,
+            untrusted_output=False if config else None,
         )
         return Guess(entry, tuple(notes))
     sink_kind, sinks, why, standing = found

@@ -121,8 +121,27 @@ INHERENT_CHANNELS = _set(
     "webhook webhooks callback callbacks forwarding forwarder forwarders redirect redirects relay relays "
     "remote remotes mirror mirrors replica replicas replication replicate tunnel tunnels"
 )
+# Arguments no destination can be in: switches and paging or output options of a listing
+# (`git_remote(repo_path, verbose)`, `remotes(all, limit)`). With only these (and paths, and
+# values typed boolean or number), a name that is a channel noun and no verb lists the channels.
+LISTING_OPTIONS = _set(
+    "verbose v vv all long short quiet q detailed details detail json porcelain raw limit max page "
+    "per size offset cursor sort order reverse include show"
+)
 # A mutating verb that writes one of these things is a send: `add_message`, `create_comment`.
 SENT_THINGS = _set("message messages comment comments reply replies email mail post dm chat")
+# What a code host files in a repository or project for others to read: opening one is a send to
+# that repository (`create_pull_request(owner, repo)`, `gh.pulls.create(repository)`,
+# `create_merge_request(target_project_id)`, `create_issue`, `add_issue_comment`).
+REPOSITORY_THINGS = _set(
+    "pull pulls pr prs merge mr mrs issue issues comment comments review reviews discussion discussions"
+)
+# The verbs that open one (`open` is also a fetching verb, `file` and `raise` are nouns elsewhere).
+OPENING_VERBS = CREATING_VERBS | _set("open file raise submit start")
+# Parameter name parts that name the repository or project a code host files into.
+REPOSITORY_PARAMS = _set(
+    "repo repos repository repositories owner project projects namespace org organization organisation"
+)
 # A reading verb over one of these nouns reads the web: a fetch, not a read.
 WEB_NOUNS = _set("url uri webpage web website page link http https html site")
 MAIL_CONTEXT = _set("mail email emails message send reply forward forwarding transfer pay wallet")

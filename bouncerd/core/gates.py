@@ -10,8 +10,11 @@ can object to.
 
 A gate reads the engine through `GateView` and changes nothing, with one exception it is handed
 separately: a person's one-time approval of the exact call (`OnceGrants.use_once`) is spent, and
-journalled, when a gate's ask meets it. `decide_message` judges the requests other than tools/call
-(a resource read, a prompt's arguments, an elicitation's answers) the same way.
+journalled, when a gate's ask meets it. The engine meets whatever ask the walk ends with (and the
+restricted state's) with the grants once more, so a gate that returns its ask without them (the
+backstop, `check_carried`) cannot make an approved call a question with no way through.
+`decide_message` judges the requests other than tools/call (a resource read, a prompt's arguments,
+an elicitation's answers) the same way.
 """
 
 from __future__ import annotations
