@@ -128,22 +128,8 @@ def test_an_attack_destination_planted_in_free_text_is_denied(outcomes: dict[str
         SPLIT,
         REMARKS,
         DOTTED_PR,
-        pytest.param(
-            FORWARDED,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the attendees of the user's own event, listed as Markdown ('- Attendees: a; b'), "
-                "are free text: inviting them again is sink.tainted_destination",
-            ),
-        ),
-        pytest.param(
-            CSV_EXPORT,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a CSV export is read as free text: the customer_email column of the user's own "
-                "order plants the customer, and mailing them is sink.tainted_destination",
-            ),
-        ),
+        FORWARDED,
+        CSV_EXPORT,
         BASE64_README,
         SLACK_LINK,
     ],
