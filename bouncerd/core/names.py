@@ -38,7 +38,6 @@ import re
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -88,11 +87,34 @@ def is_content(value: str) -> bool:
     return MIN_DICTATED_CHARS <= len(n) <= MAX_DICTATED_CHARS and len(n.split(" ")) >= MIN_DICTATED_WORDS
 
 
-@lru_cache(maxsize=1024)
-def _phrase(n: str) -> re.Pattern[str]:
-    """Whole words, case-insensitive, any whitespace between them, an optional `#`/`@` before."""
-    body = r"\s+".join(re.escape(w) for w in n.split(" "))
-    return re.compile(rf"(?<![\w#@])[#@]?{body}(?!\w)", re.IGNORECASE)
+def _word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def contains_words(text: str, n: str) -> bool:
+    """Whether folded text (`fold_prose`) holds the normal form `n` as whole words: "eve" is in "ask
+    eve." and "@eve", never in "steven", "every" or "eve@evil.example" (a mailbox, not a name). A plain
+    `str.find` scan, about a gigabyte a second: a lookup reads the scope's prose at each call."""
+    start, end = 0, len(text)
+    while True:
+        i = text.find(n, start)
+        if i < 0:
+            return False
+        j = i + len(n)
+        before = text[i - 1] if i else " "
+        if before in "@#" and i >= 2 and _word_char(text[i - 2]):
+            before = "a"  # `bob@eve`: inside an address
+        after = text[j] if j < end else " "
+        if after in ".-" and j + 1 < end and _word_char(text[j + 1]):
+            after = "a"  # `eve.example`, `eve-corp`: part of a longer name
+        if not _word_char(before) and before not in ".-" and not _word_char(after) and after != "@":
+            return True
+        start = i + 1
+
+
+def fold_prose(text: str) -> str:
+    """Prose as it is searched: case-folded, whitespace runs collapsed (as `normal` folds a name)."""
+    return " ".join(text.casefold().split())
 
 
 @dataclass
@@ -125,10 +147,9 @@ class ScopeNames:
         return self.prose_only(value) if is_content(value) else None
 
     def _in_prose(self, n: str) -> Provenance | None:
-        pattern = _phrase(n)
         named: Provenance | None = None
         for entry in self.prose:
-            if n in entry.echoes or pattern.search(entry.text) is None:
+            if n in entry.echoes or not contains_words(entry.text, n):
                 continue
             if entry.provenance.named is None:
                 return entry.provenance
@@ -202,7 +223,7 @@ class NameLedger:
         _walk_message(message, whole, texts)
         echoes = self._calls.pop((session, output.server, repr(output.request_id)), frozenset())
         prov = Provenance(output.server, output.tool, output.request_id, output.ts, None, False, output.named)
-        text = "\n".join(texts)
+        text = fold_prose(" ".join(texts))
         names.add({w for w in whole if w}, _Prose(text, prov, echoes) if text else None)
 
     def forget(self, scope: str) -> None:
@@ -272,12 +293,14 @@ def _structured(text: str) -> Any | None:
     return parse_structured(text)
 
 
-def _text_item(text: str, whole: set[str], texts: list[str]) -> None:
-    """A text item: structured (JSON or YAML) is walked; a short one-line text is a whole value (a tool
-    that answers with one name); a `From: Alice` line names a party; the rest is prose."""
+def _text_item(text: str, whole: set[str], texts: list[str], mirror: Any) -> None:
+    """A text item: structured (JSON or YAML) is walked, unless it repeats `structuredContent` (walked
+    on its own); a short one-line text is a whole value (a tool that answers with one name); a `From:
+    Alice` line names a party; the rest is prose."""
     parsed = _structured(text)
     if parsed is not None:
-        _walk_structured(parsed, whole, texts)
+        if mirror is None or parsed != mirror:
+            _walk_structured(parsed, whole, texts)
         return
     if len(text) <= MAX_WHOLE_CHARS and "\n" not in text.strip():
         _whole(text.strip(), whole)
@@ -292,6 +315,7 @@ def _walk_message(message: Any, whole: set[str], texts: list[str]) -> None:
     """A JSON-RPC message: text items read as `_text_item`, structured content walked, any other string
     (an error message, a notification) is prose."""
     stack: list[tuple[Any, int]] = [(message, 0)]
+    mirror: Any = None
     while stack:
         node, depth = stack.pop()
         if isinstance(node, str):
@@ -299,11 +323,13 @@ def _walk_message(message: Any, whole: set[str], texts: list[str]) -> None:
         elif isinstance(node, list) and depth < MAX_WALK_DEPTH:
             stack.extend((v, depth + 1) for v in reversed(node))
         elif isinstance(node, dict) and depth < MAX_WALK_DEPTH:
+            if "structuredContent" in node:
+                mirror = node["structuredContent"]
             for k, v in node.items():
                 if k == "structuredContent":
                     _walk_structured(v, whole, texts)
                 elif k == "text" and isinstance(v, str):
-                    _text_item(v, whole, texts)
+                    _text_item(v, whole, texts, mirror)
                 elif k in ("type", "jsonrpc", "mimeType", "uri", "data", "blob"):
                     continue
                 else:

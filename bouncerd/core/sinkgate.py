@@ -238,6 +238,9 @@ def send_verdict(
     """The verdict on a send. `seen` is the scope's record of plain names (`names`): without it a plain
     name is unproven, as it is for a tool that reads no output."""
     dests, everything = destinations(arguments, sink_params, looks_like_destination)
+    dictated = _dictated(arguments, trust, seen) if seen is not None and not dests else None
+    if dictated is not None:  # before the object the prompt asked for: the text chose what it says
+        return dictated
     if not dests and sink_params:
         updates = edits_in_place(tool)
         why = "changes an existing object" if updates else _creates_what_you_asked(tool, trust)
@@ -250,9 +253,6 @@ def send_verdict(
                 f"goes",
             )
     if not dests:
-        dictated = _dictated(arguments, trust, seen) if seen is not None else None
-        if dictated is not None:
-            return dictated
         # A sending tool called with nothing we can read as a destination: we cannot tell where it goes.
         return Verdict(
             "ask",

@@ -257,10 +257,15 @@ def test_a_name_listed_anywhere_whole_is_never_denied(name: str) -> None:
 def test_short_names_match_whole_words_only() -> None:
     seen = names.ScopeNames()
     prov = taint.Provenance("s", "t", 1, 0.0)
-    seen.add(set(), names._Prose("Steven said every evening: ask Eve.", prov, frozenset()))
+    text = names.fold_prose("Steven said every evening: ask  EVE.")
+    seen.add(set(), names._Prose(text, prov, frozenset()))
     assert seen.prose_only("Eve") == prov
     assert seen.prose_only("Ste") is None and seen.prose_only("even") is None
     assert names.is_plain_name("Eve") and not names.is_plain_name("Ed")
+    for holds in ("@eve hi", "#eve,", "(eve)", "eve's"):
+        assert names.contains_words(holds, "eve"), holds
+    for only_part in ("eve@evil.example", "bob@eve", "eve.example", "eve-corp", "steve_eve", "eve2"):
+        assert not names.contains_words(only_part, "eve"), only_part
     assert not names.is_plain_name("eve@evil.example") and not names.is_plain_name("a\nb")
 
 
@@ -311,3 +316,18 @@ def test_benign_twin_a_title_that_is_a_whole_value_is_asked() -> None:
     _read(eng, "read_channel_messages", [{"title": title, "body": f"see the {title} notes"}])
     v = _call(eng, "create_calendar_event", {"title": title})
     assert (v.verdict, v.rule) == ("ask", "sink.no_destination"), v
+
+
+def test_an_event_the_prompt_asked_for_but_the_prose_titled_is_denied() -> None:
+    """The user asked for an event; the injected text chose its title word for word: still the text's."""
+    eng = _engine("add an event to my calendar for my hotel stay")
+    _read(eng, "get_webpage", CAL_INJECTION)
+    v = _call(eng, "create_calendar_event", {"title": "Booking a room at the Riverside View Hotel"})
+    assert (v.verdict, v.rule) == ("deny", "sink.dictated_content"), v
+
+
+def test_benign_twin_the_event_the_prompt_asked_for_titled_by_the_agent_is_allowed() -> None:
+    eng = _engine("add an event to my calendar for my hotel stay")
+    _read(eng, "get_webpage", CAL_INJECTION)
+    v = _call(eng, "create_calendar_event", {"title": "Hotel stay: Riverside View Hotel"})
+    assert (v.verdict, v.rule) == ("allow", "sink.no_new_destination"), v
