@@ -253,6 +253,8 @@ def _walk_structured(value: Any, whole: set[str], texts: list[str], depth: int =
     """Every scalar of structured output is a whole value (when short and on one line) and text."""
     if isinstance(value, str):
         _whole(value, whole)
+        if "," in value or "|" in value or ";" in value:
+            _record_line(value, whole)  # `to: "Alice, Bob"`: a list in one string
         texts.append(value)
     elif depth >= MAX_WALK_DEPTH:
         texts.append(str(value))
@@ -308,7 +310,32 @@ def _text_item(text: str, whole: set[str], texts: list[str], mirror: Any) -> Non
         if field_is_identity(m.group(1)):
             for part in m.group(2).split(","):
                 _whole(part.strip(), whole)
+    for line in text[:MAX_LINES_READ_CHARS].splitlines():
+        _record_line(line, whole)
     texts.append(text)
+
+
+MAX_LINES_READ_CHARS = 256 * 1024  # lines read as records; a longer text's rest is prose only
+_DECORATION = " \t#*>-|`_"
+_CELL = re.compile(r"[|,;\t]")
+
+
+def _record_line(line: str, whole: set[str]) -> None:
+    """A line of a printed record: a Markdown heading or list item (`### Dora`, `- **username**: Dora`),
+    a `Key: value` line, a table or CSV row (`| Dora | Bob |`, `Dora,Bob`). Its cells are whole values
+    when every cell is short (a record, not a sentence). A line of prose of short clauses can pass for
+    one: then a name in it is asked, as before, never allowed."""
+    text = line.strip(_DECORATION)
+    if not text or len(text) > MAX_WHOLE_CHARS:
+        return
+    key, sep, value = text.partition(":")
+    if sep and value.strip() and len(key.split()) <= 3:
+        text = value
+    cells = [c.strip(_DECORATION) for c in _CELL.split(text)]
+    if all(len(c.split()) <= MAX_NAME_WORDS for c in cells):
+        for c in cells:
+            if c:
+                _whole(c, whole)
 
 
 def _walk_message(message: Any, whole: set[str], texts: list[str]) -> None:
