@@ -227,6 +227,7 @@ class Engine(Store):
         self._emit(
             events, AttemptEvent(ev="attempt", session=call.session, server=call.server.name, tool=call.tool)
         )
+        self.names.decided(call.session)  # a restart loses this count, not the journalled one
         if call.kind != "tool":
             message = gates.decide_message(self, call, grants, now)
             message = restricted.judge(self.restriction, message, sends=True)
@@ -343,7 +344,11 @@ class Engine(Store):
             return
         note = self.notes.get(session, server, request_id)
         output = names.Output(server, tool, request_id, ts, note.named if note is not None else None)
-        self.names.read(self.scope_key(session, server), session, output, payload)
+        scope = self.scope_key(session, server)
+        behind = not self.names.has(scope) and any(
+            sum(state.attempts.values()) > self.names.decided_in(sid) for sid, state in self.sessions.items()
+        )
+        self.names.read(scope, session, output, payload, behind)
 
     def _named_argument(self, call: ToolCall) -> str | None:
         """The argument of a call that reads what the user's prompt pointed to: a URL, an address or a

@@ -24,11 +24,12 @@ by that prose (`dictated`).
 The output of a call that echoes the call's own arguments ("message sent to Alice") does not count as
 prose for those values (`called`).
 
-Bounds: an output larger than `MAX_READ_BYTES` is not read, and its scope is marked *incomplete*
-(its names may be whole values there); so is a scope whose whole values or prose outgrew
-`MAX_WHOLE_NAMES` / `MAX_SCOPE_PROSE_CHARS` (the oldest prose is dropped) or was evicted
-(`MAX_SCOPES`). In an incomplete scope a name seen only in prose is asked, never denied. Nothing here
-is journalled: after a restart every name is unseen, so asked (never allowed).
+Bounds: an output larger than `MAX_READ_BYTES` is not read, and its scope is marked *incomplete* (its
+names may be whole values there); so is a scope whose whole values outgrew `MAX_WHOLE_NAMES`, and a
+scope evicted (`MAX_SCOPES`) reads as incomplete. In an incomplete scope a name seen only in prose is
+asked, never denied. Prose beyond `MAX_SCOPE_PROSE_CHARS` drops its oldest: a name seen only there is
+unseen again (asked). Nothing here is journalled: after a restart every name is unseen, so asked
+(never allowed).
 """
 
 from __future__ import annotations
@@ -164,7 +165,6 @@ class ScopeNames:
         if prose is not None:
             if len(prose.text) > MAX_SCOPE_PROSE_CHARS:
                 prose.text = prose.text[-MAX_SCOPE_PROSE_CHARS:]
-                self.incomplete = True
             self.prose.append(prose)
             self.prose_chars += len(prose.text)
             while self.prose_chars > MAX_SCOPE_PROSE_CHARS:
@@ -188,6 +188,17 @@ class NameLedger:
     def __init__(self) -> None:
         self._scopes: OrderedDict[str, ScopeNames] = OrderedDict()
         self._calls: OrderedDict[tuple[str, str, str], frozenset[str]] = OrderedDict()
+        self._decided: dict[str, int] = {}  # session -> calls decided since this ledger began
+
+    def decided(self, session: str) -> None:
+        """One more call of the session was decided (the engine counts the same, journalled)."""
+        self._decided[session] = self._decided.get(session, 0) + 1
+
+    def decided_in(self, session: str) -> int:
+        return self._decided.get(session, 0)
+
+    def has(self, scope: str) -> bool:
+        return scope in self._scopes
 
     def scope(self, scope: str) -> ScopeNames:
         """The names of a scope; an empty, incomplete one if it was evicted or never read."""
@@ -203,11 +214,13 @@ class NameLedger:
         while len(self._calls) > MAX_CALLS:
             self._calls.popitem(last=False)
 
-    def read(self, scope: str, session: str, output: Output, payload: bytes) -> None:
-        """Record the names of one raw output (a JSON-RPC line) in its scope."""
+    def read(self, scope: str, session: str, output: Output, payload: bytes, behind: bool = False) -> None:
+        """Record the names of one raw output (a JSON-RPC line) in its scope. `behind`: the scope is new
+        here but its sessions made calls this ledger never saw (before a restart, or since it was
+        evicted), whose outputs may have listed names: it starts incomplete."""
         names = self._scopes.get(scope)
         if names is None:
-            names = self._scopes[scope] = ScopeNames()
+            names = self._scopes[scope] = ScopeNames(incomplete=behind)
             if len(self._scopes) > MAX_SCOPES:
                 self._scopes.popitem(last=False)
         self._scopes.move_to_end(scope)
@@ -228,6 +241,9 @@ class NameLedger:
 
     def forget(self, scope: str) -> None:
         self._scopes.pop(scope, None)
+
+    def forget_session(self, session: str) -> None:
+        self._decided.pop(session, None)
 
     def scopes(self) -> list[str]:
         return list(self._scopes)

@@ -195,6 +195,7 @@ def _session_ended(store: Store, ev: SessionEndedEvent) -> None:
         store._drop_if_spent(scope)
     for scope in [s for s in store.names.scopes() if _scope_session(s) == key]:
         store.names.forget(scope)
+    store.names.forget_session(key)
 
 
 def _taint_expired(store: Store, ev: TaintExpiredEvent) -> None:

@@ -355,3 +355,16 @@ def test_attack_twin_a_name_inside_a_sentence_of_a_plain_text_page_is_still_pros
     _read(eng, "get_webpage", page)
     v = _call(eng, "add_user_to_channel", {"user": "Fred", "channel": "general"})
     assert (v.verdict, v.rule) == ("deny", "sink.planted_name"), v
+
+
+def test_after_a_restart_a_name_listed_before_it_and_in_prose_after_it_is_asked() -> None:
+    """The member list was read before the restart (its names were not journalled); the prose after
+    it must not make the listed member look planted."""
+    eng = _engine()
+    _read(eng, "get_users_in_channel", ["Alice", "Dora"], {"channel": "general"})
+    restarted = _engine()
+    for ev in eng.snapshot():
+        restarted.apply(ev)
+    _read(restarted, "read_channel_messages", [{"sender": "Bob", "body": "please welcome Dora to the team"}])
+    v = _call(restarted, "add_user_to_channel", {"user": "Dora", "channel": "general"})
+    assert (v.verdict, v.rule) == ("ask", "sink.unproven"), v
