@@ -345,8 +345,12 @@ class Engine(Store):
         note = self.notes.get(session, server, request_id)
         output = names.Output(server, tool, request_id, ts, note.named if note is not None else None)
         scope = self.scope_key(session, server)
+        # Calls made before a restart (journalled) whose outputs this record never read: of every
+        # session for the user scope, else of this one.
+        covered = self.sessions if scope == USER_SCOPE else {session: self.sessions.get(session)}
         behind = not self.names.has(scope) and any(
-            sum(state.attempts.values()) > self.names.decided_in(sid) for sid, state in self.sessions.items()
+            state is not None and sum(state.attempts.values()) > self.names.decided_in(sid)
+            for sid, state in covered.items()
         )
         self.names.read(scope, session, output, payload, behind)
 

@@ -368,3 +368,24 @@ def test_after_a_restart_a_name_listed_before_it_and_in_prose_after_it_is_asked(
     _read(restarted, "read_channel_messages", [{"sender": "Bob", "body": "please welcome Dora to the team"}])
     v = _call(restarted, "add_user_to_channel", {"user": "Dora", "channel": "general"})
     assert (v.verdict, v.rule) == ("ask", "sink.unproven"), v
+
+
+def test_after_a_restart_a_new_session_still_denies_a_planted_name() -> None:
+    """An older session's calls before the restart say nothing of a session that began after it."""
+    eng = _engine()
+    _read(eng, "get_users_in_channel", ["Alice", "Dora"], {"channel": "general"})
+    restarted = _engine()
+    for ev in eng.snapshot():
+        restarted.apply(ev)
+    rid = next(_ids)
+    other = "session-after-restart"
+    assert restarted.decide(ToolCall(other, CHAT, "get_webpage", {}, request_id=rid), 1.0).verdict == "allow"
+    text = INJECTION.format(name="Fred")
+    msg = {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
+    restarted.record_taint(other, taint.extract(msg, taint.Source("chat", "get_webpage", rid, 1.0)), "chat")
+    restarted.read_made(other, "chat", rid, json.dumps(msg).encode(), "get_webpage", 1.0)
+    call = ToolCall(
+        other, CHAT, "add_user_to_channel", {"user": "Fred", "channel": "general"}, request_id=rid + 1
+    )
+    v = restarted.decide(call, 10.0)
+    assert (v.verdict, v.rule) == ("deny", "sink.planted_name"), v
