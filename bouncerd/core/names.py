@@ -114,7 +114,10 @@ def contains_words(text: str, n: str) -> bool:
 
 
 def fold_prose(text: str) -> str:
-    """Prose as it is searched: case-folded, whitespace runs collapsed (as `normal` folds a name)."""
+    """Prose as it is searched: case-folded, whitespace runs collapsed (as `normal` folds a name), and
+    the `\\n` a printed string shows for its line breaks read as one."""
+    if "\\" in text:
+        text = text.replace("\\n", " ").replace("\\t", " ")
     return " ".join(text.casefold().split())
 
 
@@ -300,7 +303,7 @@ def _structured(text: str) -> Any | None:
         try:
             value: Any = json.loads(s)
         except (ValueError, RecursionError):
-            return None
+            value = _flow(s)  # `{'City Hub': '1-1-1 Nishi-Shinjuku'}`: a printed dict is YAML flow
         return value if isinstance(value, dict | list) else None
     if _YAML_LIST.match(s) and len(s) <= MAX_YAML_CHARS:
         try:
@@ -309,6 +312,16 @@ def _structured(text: str) -> Any | None:
             return None
         return value if isinstance(value, list) else None
     return parse_structured(text)
+
+
+def _flow(text: str) -> Any:
+    """A text that opens like JSON but is not: a Python-printed dict or list parses as YAML flow."""
+    if len(text) > MAX_YAML_CHARS:
+        return None
+    try:
+        return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader (C or Python)
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError):
+        return None
 
 
 def _text_item(text: str, whole: set[str], texts: list[str], mirror: Any) -> None:

@@ -238,7 +238,13 @@ def send_verdict(
     """The verdict on a send. `seen` is the scope's record of plain names (`names`): without it a plain
     name is unproven, as it is for a tool that reads no output."""
     dests, everything = destinations(arguments, sink_params, looks_like_destination)
-    dictated = _dictated(arguments, trust, seen) if seen is not None and not dests else None
+    # The prompt asked for this object: only its title can be the text's; else any argument can.
+    asked = (
+        bool(sink_params)
+        and not dests
+        and (edits_in_place(tool) or _creates_what_you_asked(tool, trust) is not None)
+    )
+    dictated = _dictated(arguments, trust, seen, asked) if seen is not None and not dests else None
     if dictated is not None:  # before the object the prompt asked for: the text chose what it says
         return dictated
     if not dests and sink_params:
@@ -552,11 +558,21 @@ def fetch_verdict(
     )
 
 
-def _dictated(arguments: Mapping[str, Any], trust: Trust, seen: names.ScopeNames) -> Verdict | None:
+# What names an object the prompt asked for: a title the text chose ("the event title should be …") is
+# the text's call; its other values (a location, a description) are facts an agent copies as it should.
+_TITLE_WORDS = frozenset({"title", "subject", "summary", "name", "topic", "headline"})
+
+
+def _dictated(
+    arguments: Mapping[str, Any], trust: Trust, seen: names.ScopeNames, titles_only: bool
+) -> Verdict | None:
     """A send with no destination to check whose content an untrusted text dictated: an argument copied
     verbatim from prose the prompt did not name is denied (the attacker wrote the call); from a source
-    the prompt named, asked with that source. Content the user typed, or the agent wrote, is neither."""
+    the prompt named, asked with that source. Content the user typed, or the agent wrote, is neither.
+    `titles_only`: the prompt asked for this object, so only its title (`_TITLE_WORDS`) is read."""
     for d in leaves(arguments):
+        if titles_only and not _TITLE_WORDS.intersection(words(d.parameter.rsplit(".", 1)[-1])[-1:]):
+            continue
         if not names.is_content(d.value) or trusted_reason(d, trust) is not None:
             continue
         prov = seen.dictated(d.value)
