@@ -75,8 +75,28 @@ def main() -> None:
     print(f"names.read alone:                 {mb / t_names:7.1f} MB/s (CPU)")
 
     ledger = names.NameLedger()
+    full_at = None
+    read = 0
     for i, p in enumerate(payloads):
+        ledger.read("all", "s", names.Output("mail", "read_email", i, 0.0), p)
+        read += len(p)
+        if full_at is None and ledger.scope("all").incomplete:
+            full_at = read / 1e6
+    print(
+        f"one scope given all {mb:.1f} MB: "
+        + (
+            f"whole values passed {names.MAX_WHOLE_NAMES} after {full_at:.1f} MB (incomplete: asks)"
+            if full_at
+            else "complete"
+        )
+    )
+    ledger = names.NameLedger()
+    read = 0
+    for i, p in enumerate(payloads):  # a scope full of prose, its whole values within their cap
         ledger.read("one", "s", names.Output("mail", "read_email", i, 0.0), p)
+        read += len(p)
+        if read >= 2 * names.MAX_SCOPE_PROSE_CHARS:
+            break
     scope = ledger.scope("one")
     prose_chars = sum(len(e.text) for e in scope.prose)
     print(
