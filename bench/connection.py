@@ -10,17 +10,26 @@ the wire's own codec, so what varies is the daemon's read, order, dispatch and r
    engine denies without reading taint. Reported: median and p99 wall time, daemon CPU per call.
 2. **observe, then verdict**: a small ``observe`` (its ack deferred) followed by a ``verdict`` on a tool
    that reads taint, whose reply carries the ack: the same-connection ordering of how-it-works.md.
-3. **pipelined pings**: BURST pings in one write, the time until every reply is in.
+3. **a forwarded read, then its output**: the daemon's side of a call decided before it is asked
+   (docs/how-it-works.md): the ``forwarded`` record of a read, its answer awaited, then the read's
+   result (a small inbox with addresses in it, as tests/fixtures/servers/full.py's ``read_inbox``
+   returns) as an ``observe``, indexed for taint. The daemon CPU per call is what bench/relay.py's
+   read-only call costs the daemon, without the client, the shim and the server beside it.
+4. **pipelined pings**: BURST pings in one write, the time until every reply is in.
 
-Daemon CPU comes from /proc/<pid>/stat (Linux). With ``--baseline BINDIR`` (the directory holding
-another tree's ``bouncerd``, e.g. its .venv/bin) the same rounds run against that daemon too,
-alternating which goes first, and the ratios this/baseline are printed: run both in one command.
+Daemon CPU comes from /proc/<pid>/schedstat (nanoseconds; Linux), else /proc/<pid>/stat. With
+``--baseline BINDIR`` (the directory holding another tree's ``bouncerd``, e.g. its .venv/bin) the
+same rounds run against that daemon too, alternating which goes first, and the ratios
+this/baseline are printed: run both in one command.
 Nothing here asserts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
+import json
 import os
 import shutil
 import socket
@@ -42,6 +51,22 @@ CALLS = 2000  # round trips per phase and round (daemon CPU is read in 10 ms tic
 BURST = 2000  # pings in one write
 ROUNDS = 3  # rounds per daemon, alternated with the baseline's
 START_TIMEOUT_SECONDS = 30.0  # a bound for a broken daemon, not an expectation
+READ_TOOL = "read_inbox"
+# What the fixture server's read_inbox returns: two messages, four addresses and a URL to index.
+INBOX_TEXT = json.dumps(
+    [
+        {"from": "alice@example.com", "subject": "lunch", "body": "Shall we meet at noon?"},
+        {
+            "from": "newsletter@shop.example",
+            "subject": "offer",
+            "body": "Reply to deals@shop.example or visit https://shop.example/deals for more.",
+        },
+    ],
+    indent=2,
+)
+_read_seq = 0
+READ_SEQ_BASE = 10**15  # "observe, then verdict" numbers its observations up to 10^7 x its last request id
+_instances = itertools.count(1)
 
 
 class Daemon:
@@ -68,6 +93,9 @@ class Daemon:
                 time.sleep(0.05)
 
     def cpu(self) -> float:
+        """CPU seconds so far: the scheduler's nanoseconds where Linux has them, else 10 ms ticks."""
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            return int(Path(f"/proc/{self.proc.pid}/schedstat").read_text().split()[0]) / 1e9
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -83,9 +111,11 @@ class Conn:
         self.sock.connect(str(path))
         self.decoder = wire.FrameDecoder()
         self.rid = 0
-        hello = {"session": "bench", "server": "mail", "upstream": ["m"], "instance": "i1"}
+        # A new shim instance each connection: an observation's seq is checked against its instance's last.
+        hello = {"session": "bench", "server": "mail", "upstream": ["m"], "instance": f"i{next(_instances)}"}
         self.ask("hello", version=wire.PROTOCOL_VERSION, role="shim", pid=os.getpid(), client_pid=1, **hello)
-        self.ask("tools", tools=[{"name": "send_email", "inputSchema": {"type": "object"}}])
+        tools = [{"name": name, "inputSchema": {"type": "object"}} for name in ("send_email", READ_TOOL)]
+        self.ask("tools", tools=tools)
         self.ask("pins_accept", server="mail")
 
     def send(self, op: str, **fields: Any) -> int:
@@ -134,6 +164,21 @@ def observe_then_verdict(conn: Conn, calls: int) -> list[float]:
     return times
 
 
+def forwarded_reads(conn: Conn, calls: int) -> list[float]:
+    global _read_seq
+    times = []
+    for _ in range(calls):
+        _read_seq += 1
+        seq = READ_SEQ_BASE + _read_seq  # above the other phase's seqs: a lower one is skipped as a replay
+        start = time.perf_counter()
+        conn.ask("forwarded", request_id=seq, tool=READ_TOOL, arguments={}, epoch=1, seq=seq)
+        result = {"content": [{"type": "text", "text": INBOX_TEXT}], "isError": False}
+        line = json.dumps({"jsonrpc": "2.0", "id": seq, "result": result}).encode()
+        conn.send("observe", seq=seq, kind="result", tool=READ_TOOL, request_id=seq, payload=line)
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def pings(conn: Conn, burst: int) -> list[float]:
     frames = []
     for _ in range(burst):
@@ -148,6 +193,7 @@ def pings(conn: Conn, burst: int) -> list[float]:
 PHASES: dict[str, tuple[Callable[[Conn, int], list[float]], int]] = {
     "verdict round trip": (verdicts, CALLS),
     "observe, then verdict": (observe_then_verdict, CALLS),
+    "forwarded read, then its output": (forwarded_reads, CALLS),
     f"{BURST} pipelined pings": (pings, BURST),
 }
 

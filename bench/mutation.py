@@ -90,7 +90,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if pending is None:",
         "if False:",
         "an answer to a closed code is not refused",
-        follows='out.refusal = ("not_yours"',
+        follows='return out.refuse("not_yours"',
     ),
     Mutant(
         "approval.full",
@@ -123,10 +123,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "approval.always_failed",
         f"{CORE}/decision.py",
-        "if error is not None:",
-        "if False:",
+        "if error is None:",
+        "if True:",
         "an 'always' answer whose policy edit failed is granted anyway",
-        follows="binding = edit.binding",
+        follows="binding, code = edit.binding, edit.context.code",
     ),
     Mutant(
         "approval.elicited",
@@ -134,7 +134,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "return Verdict(",
         'return Verdict("deny", "approval.declined", "mutant") or Verdict(',
         "a person's yes denies the call",
-        follows="**context,",
+        follows="**context.how(),",
     ),
     # ---- pins ----
     Mutant(

@@ -31,6 +31,16 @@ Every figure is printed, each target marked met or missed, with the machine's lo
 start and the end (the ratios hold up under load better than the absolute times do). Nothing here
 asserts: a benchmark informs, tests decide. Run `python bench/relay.py` (or `--quick` for a short
 run); see bench/README.md.
+
+**Against a baseline.** `--baseline PATH` names another checkout with its own virtualenv (its
+``.venv/bin`` holds a ``bouncerd`` and a ``bouncer-shim`` that run that checkout's code). The round
+trips then run three sides in the same blocks (direct, this tree's shim and daemon, the baseline's
+shim and daemon, each daemon in its own temporary BOUNCER_HOME), rotating which goes first, and the
+report gives each relayed side's ratios, CPU and wake-ups, then the CPU per call this/baseline. On
+a shared machine the wall-clock ratios move with the load; the CPU a call and the wake-ups are what
+a change to the shim or the daemon moves. `--round-trips-only` skips start-up and the 10 MB result;
+`--profile DIR` runs this tree's shim and daemon under cProfile for the round trips and prints
+where each spends its time (`profile_report`).
 """
 
 from __future__ import annotations
@@ -46,8 +56,8 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -55,6 +65,9 @@ from mcp import Client, StdioServerParameters
 
 from bouncerd.client import Client as DaemonClient
 from bouncerd.errors import DaemonUnavailableError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procstats import cpu_seconds, load_average, memory_mb, profile_report, shim_pid, sleeps
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "servers" / "full.py"
@@ -102,15 +115,21 @@ DAEMON_STOP_TIMEOUT = 10.0
 # ---- the daemon ------------------------------------------------------------------------------------
 
 
+def profiled(script: Path, profile: Path | None) -> list[str]:
+    """The argv that runs a console script, under cProfile writing `profile` when one is given."""
+    if profile is None:
+        return [str(script)]
+    return [sys.executable, "-m", "cProfile", "-o", str(profile), str(script)]
+
+
 @contextmanager
-def daemon(home: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`bouncerd --foreground` with BOUNCER_HOME=home, serving until the block ends."""
+def daemon(home: Path, bindir: Path = BIN, profile: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """`bouncerd --foreground` from `bindir` with BOUNCER_HOME=home, serving until the block ends."""
     env = {**os.environ, "BOUNCER_HOME": str(home)}
     env.pop("BOUNCER_SESSION", None)
     log = (home / "bouncerd.stderr").open("ab")
-    proc = subprocess.Popen(
-        [str(BIN / "bouncerd"), "--foreground"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
-    )
+    argv = [*profiled(bindir / "bouncerd", profile), "--foreground"]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     log.close()
     try:
         deadline = time.monotonic() + DAEMON_START_TIMEOUT
@@ -136,13 +155,17 @@ def daemon(home: Path) -> Iterator[subprocess.Popen[bytes]]:
                 proc.wait()
 
 
-def server_params(home: Path, *, through_shim: bool) -> StdioServerParameters:
+def server_params(
+    home: Path, *, through_shim: bool, bindir: Path = BIN, profile: Path | None = None
+) -> StdioServerParameters:
     # The same environment both ways; the shim must use the daemon started here, never start one.
+    # The server is this tree's fixture under this interpreter on every side, the baseline's too.
     env = {"BOUNCER_HOME": str(home), "BOUNCER_NO_AUTOSTART": "1"}
     if not through_shim:
         return StdioServerParameters(command=sys.executable, args=[str(FIXTURE)], env=env)
-    args = ["--name", "bench", "--", sys.executable, str(FIXTURE)]
-    return StdioServerParameters(command=str(BIN / "bouncer-shim"), args=args, env=env)
+    command, *first = profiled(bindir / "bouncer-shim", profile)
+    args = [*first, "--name", "bench", "--", sys.executable, str(FIXTURE)]
+    return StdioServerParameters(command=command, args=args, env=env)
 
 
 @asynccontextmanager
@@ -164,58 +187,6 @@ def p99(samples: list[float]) -> float:
 
 def mark(ok: bool) -> str:
     return "met" if ok else "MISSED"
-
-
-def shim_pid() -> int | None:
-    """The bouncer-shim this process started (Linux /proc), or None."""
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-            cmdline = (status.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields.get("PPid", "0")) == os.getpid() and b"bouncer-shim" in cmdline:
-            return int(status.parent.name)
-    return None
-
-
-def memory_mb(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) of `pid` in MB."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of `pid` so far (Linux /proc), 0.0 if unknown."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def sleeps(pid: int | None) -> int:
-    """Times `pid` has gone to sleep so far (voluntary context switches, Linux /proc), 0 if unknown.
-    Each one is a wake-up some other process's write paid for."""
-    if pid is None:
-        return 0
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split(":", 1)[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def load_average() -> str:
-    try:
-        one, five, fifteen = os.getloadavg()
-    except OSError:
-        return "load average unknown"
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 @dataclass
@@ -267,81 +238,134 @@ def fast_records(home: Path) -> int:
     return sum(1 for line in lines if b'"fast_path"' in line)
 
 
-async def round_trips(home: Path, calls: int, report: Report, daemon_pid: int) -> list[bool]:
-    times: dict[str, tuple[list[float], list[float]]] = {k.tool: ([], []) for k in CALL_KINDS}
+@dataclass
+class Relayed:
+    """One relayed side of the round trips: the shim and daemon of one tree, and what they cost."""
+
+    label: str
+    home: Path
+    bindir: Path
+    daemon_pid: int
+    shim: int | None = None
+    times: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # tool -> [shim, daemon] CPU seconds
+    waits: dict[str, list[int]] = field(default_factory=dict)  # tool -> [shim, daemon] sleeps
+    fast: int = 0
     memory: tuple[float, float] | None = None
-    async with (
-        connected(server_params(home, through_shim=False)) as d,
-        connected(server_params(home, through_shim=True)) as s,
-    ):
-        for client in (d, s):
+    profile: Path | None = None  # a directory: the shim and the daemon run under cProfile, written there
+
+    def params(self) -> StdioServerParameters:
+        shim = self.profile / "bouncer-shim.prof" if self.profile is not None else None
+        return server_params(self.home, through_shim=True, bindir=self.bindir, profile=shim)
+
+    async def timed(self, client: Client, kind: CallKind, count: int) -> None:
+        before = cpu_seconds(self.shim), cpu_seconds(self.daemon_pid)
+        slept = sleeps(self.shim), sleeps(self.daemon_pid)
+        await timed_calls(client, kind, count, self.times.setdefault(kind.tool, []))
+        cpu = self.cpu.setdefault(kind.tool, [0.0, 0.0])
+        cpu[0] += cpu_seconds(self.shim) - before[0]
+        cpu[1] += cpu_seconds(self.daemon_pid) - before[1]
+        waits = self.waits.setdefault(kind.tool, [0, 0])
+        waits[0] += sleeps(self.shim) - slept[0]
+        waits[1] += sleeps(self.daemon_pid) - slept[1]
+
+    def cpu_us(self, tool: str) -> tuple[float, float]:
+        """(shim, daemon) CPU µs a call over the timed calls of `tool`."""
+        shim, daemon = self.cpu[tool]
+        calls = len(self.times[tool])
+        return shim * 1e6 / calls, daemon * 1e6 / calls
+
+
+async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[bool]:
+    """The three kinds of call, direct against every relayed side; targets are counted for the first."""
+    direct_times: dict[str, list[float]] = {k.tool: [] for k in CALL_KINDS}
+    async with AsyncExitStack() as stack:
+        d = await stack.enter_async_context(connected(server_params(sides[0].home, through_shim=False)))
+        relayed = [await stack.enter_async_context(connected(side.params())) for side in sides]
+        for client in (d, *relayed):
             await client.list_tools()  # pins the tools (first use) before any call
             for kind in CALL_KINDS:
                 check = await client.call_tool(kind.tool, kind.arguments)
                 if check.is_error:  # a refused call would time the deny path, not the relay
                     raise SystemExit(f"the bench's {kind.tool} call was refused: {check.content}")
                 await timed_calls(client, kind, WARMUP_CALLS, [])
-        shim = shim_pid()
-        fast_before = fast_records(home)
-        cpu = {k.tool: [0.0, 0.0] for k in CALL_KINDS}  # tool -> [shim, daemon] CPU seconds
-        waits = {k.tool: [0, 0] for k in CALL_KINDS}  # tool -> [shim, daemon] sleeps
+        for side in sides:
+            side.shim = shim_pid(side.bindir)
+            side.fast = -fast_records(side.home)
         blocks = max(1, calls // BLOCK)
+        count = BLOCK if calls >= BLOCK else calls
         for i in range(blocks):
             for kind in CALL_KINDS:
-                direct, relayed = times[kind.tool]
-                count = BLOCK if calls >= BLOCK else calls
-                if i % 2 == 0:  # alternate which side goes first, so a drift hits both alike
-                    await timed_calls(d, kind, count, direct)
-                before = cpu_seconds(shim), cpu_seconds(daemon_pid)
-                slept = sleeps(shim), sleeps(daemon_pid)
-                await timed_calls(s, kind, count, relayed)
-                cpu[kind.tool][0] += cpu_seconds(shim) - before[0]
-                cpu[kind.tool][1] += cpu_seconds(daemon_pid) - before[1]
-                waits[kind.tool][0] += sleeps(shim) - slept[0]
-                waits[kind.tool][1] += sleeps(daemon_pid) - slept[1]
-                if i % 2:
-                    await timed_calls(d, kind, count, direct)
-        memory = memory_mb(shim) if shim is not None else None
+                # Every side once a block, and which goes first rotates, so a drift hits all alike.
+                order: list[Relayed | None] = [None, *sides]
+                shift = i % len(order)
+                for turn in order[shift:] + order[:shift]:
+                    if turn is None:
+                        await timed_calls(d, kind, count, direct_times[kind.tool])
+                    else:
+                        await turn.timed(relayed[sides.index(turn)], kind, count)
+        for side in sides:
+            side.memory = memory_mb(side.shim) if side.shim is not None else None
         await anyio.sleep(0.5)  # the last records reach the audit log off the client's path
-        fast = fast_records(home) - fast_before
+        for side in sides:
+            side.fast += fast_records(side.home)
     met: list[bool] = []
-    total = 0
     for kind in CALL_KINDS:
-        direct, relayed = times[kind.tool]
-        total += len(relayed)
-        shim_cpu, daemon_cpu = (seconds * 1e6 / len(relayed) for seconds in cpu[kind.tool])
-        ratio = median(relayed) / median(direct)
-        tail = p99(relayed) / p99(direct)
+        direct = direct_times[kind.tool]
         report.add(f"{kind.title}, {len(direct)} calls a side, interleaved in blocks of {BLOCK}:")
         report.add(f"  direct     median {median(direct):7.3f} ms   p99 {p99(direct):7.3f} ms")
-        report.add(f"  via shim   median {median(relayed):7.3f} ms   p99 {p99(relayed):7.3f} ms")
-        report.add(f"  ratio      median {ratio:7.3f}x     p99 {tail:7.3f}x")
-        ok = ratio <= kind.median_target
-        report.add(f"  target: median ≤ {kind.median_target:.2f}x direct ... {mark(ok)}")
-        met.append(ok)
-        if kind.p99_target is not None:
-            ok = tail <= kind.p99_target
-            report.add(f"  target: p99 ≤ {kind.p99_target:.2f}x direct ... {mark(ok)}")
-            met.append(ok)
-        added = (median(relayed) - median(direct)) * 1000.0
-        report.add(
-            f"  where the added {added:.0f} µs a call go: shim CPU {shim_cpu:.0f} µs, daemon CPU "
-            f"{daemon_cpu:.0f} µs a call (/proc, over the relayed blocks; the daemon's includes indexing "
-            "the output); the rest is waiting for processes to be woken and scheduled"
-        )
-        shim_sleeps, daemon_sleeps = (n / len(relayed) for n in waits[kind.tool])
-        report.add(
-            f"  wake-ups a call: shim {shim_sleeps:.1f}, daemon {daemon_sleeps:.1f} (times each went to "
-            "sleep, /proc voluntary context switches; a direct call wakes the client and the server once)"
-        )
-    report.add(f"calls forwarded on the fast path (audit records): {fast} of {total} relayed")
-    if memory is None:
-        report.add("  shim memory: not measured (needs Linux /proc)")
-    else:
-        rss, peak = memory
-        report.add(f"  shim memory after the calls: RSS {rss:.1f} MB, peak {peak:.1f} MB")
+        for n, side in enumerate(sides):
+            times = side.times[kind.tool]
+            ratio = median(times) / median(direct)
+            tail = p99(times) / p99(direct)
+            indent = "  " if len(sides) == 1 else "    "
+            if len(sides) > 1:
+                report.add(f"  {side.label}:")
+            report.add(f"{indent}via shim   median {median(times):7.3f} ms   p99 {p99(times):7.3f} ms")
+            report.add(f"{indent}ratio      median {ratio:7.3f}x     p99 {tail:7.3f}x")
+            ok = ratio <= kind.median_target
+            report.add(f"{indent}target: median ≤ {kind.median_target:.2f}x direct ... {mark(ok)}")
+            if n == 0:
+                met.append(ok)
+            if kind.p99_target is not None:
+                ok = tail <= kind.p99_target
+                report.add(f"{indent}target: p99 ≤ {kind.p99_target:.2f}x direct ... {mark(ok)}")
+                if n == 0:
+                    met.append(ok)
+            shim_cpu, daemon_cpu = side.cpu_us(kind.tool)
+            added = (median(times) - median(direct)) * 1000.0
+            report.add(
+                f"{indent}where the added {added:.0f} µs a call go: shim CPU {shim_cpu:.0f} µs, daemon CPU "
+                f"{daemon_cpu:.0f} µs a call (/proc, over the relayed blocks; the daemon's includes indexing "
+                "the output); the rest is waiting for processes to be woken and scheduled"
+            )
+            shim_sleeps, daemon_sleeps = (w / len(times) for w in side.waits[kind.tool])
+            report.add(
+                f"{indent}wake-ups a call: shim {shim_sleeps:.1f}, daemon {daemon_sleeps:.1f} (times each "
+                "went to sleep, /proc voluntary context switches; a direct call wakes the client and the "
+                "server once)"
+            )
+    for n, side in enumerate(sides):
+        total = sum(len(t) for t in side.times.values())
+        label = "" if len(sides) == 1 else f"{side.label}: "
+        report.add(f"{label}calls forwarded on the fast path (audit records): {side.fast} of {total} relayed")
+        if side.memory is None:
+            report.add(f"  {label}shim memory: not measured (needs Linux /proc)")
+            continue
+        rss, peak = side.memory
+        report.add(f"  {label}shim memory after the calls: RSS {rss:.1f} MB, peak {peak:.1f} MB")
         report.add(f"  target: peak ≤ {TARGET_SHIM_RSS_MB:.0f} MB ... {mark(peak <= TARGET_SHIM_RSS_MB)}")
-        met.append(peak <= TARGET_SHIM_RSS_MB)
+        if n == 0:
+            met.append(peak <= TARGET_SHIM_RSS_MB)
+    if len(sides) > 1:
+        this, base = sides[0], sides[1]
+        report.add(f"CPU a call, {this.label} / {base.label} (shim, daemon):")
+        for kind in CALL_KINDS:
+            (ts, td), (bs, bd) = this.cpu_us(kind.tool), base.cpu_us(kind.tool)
+            report.add(
+                f"  {kind.tool:13} shim {ts:4.0f} / {bs:4.0f} µs ({ts / bs if bs else 0:.2f}x)   "
+                f"daemon {td:4.0f} / {bd:4.0f} µs ({td / bd if bd else 0:.2f}x)"
+            )
     return met
 
 
@@ -466,20 +490,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--startup-reps", type=int, help=f"start-ups a side (default {STARTUP_REPS})")
     parser.add_argument("--big-reps", type=int, help=f"10 MB calls a side (default {BIG_REPS})")
     parser.add_argument("--big-bytes", type=int, default=BIG_BYTES, help="size of the big result")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout (with its .venv) whose shim and daemon run interleaved with this tree's",
+    )
+    parser.add_argument("--round-trips-only", action="store_true", help="skip start-up and the 10 MB result")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="run this tree's shim and daemon under cProfile (round trips only), write the profiles to DIR "
+        "and print where each spends its time",
+    )
     ns = parser.parse_args(argv)
+    if ns.profile is not None:
+        ns.round_trips_only = True
+        ns.profile.mkdir(parents=True, exist_ok=True)
+        for stale in ("bouncerd.prof", "bouncer-shim.prof"):
+            (ns.profile / stale).unlink(missing_ok=True)
     calls = ns.calls or (QUICK_CALLS if ns.quick else CALLS)
     startup_reps = ns.startup_reps or (QUICK_STARTUP_REPS if ns.quick else STARTUP_REPS)
     big_reps = ns.big_reps or (QUICK_BIG_REPS if ns.quick else BIG_REPS)
-
-    home = Path(tempfile.mkdtemp(prefix="bb", dir="/tmp"))  # short: the socket path must fit AF_UNIX
-    (home / "config").mkdir(mode=0o700)
-    (home / "config" / "policy.yaml").write_text(BENCH_POLICY)
-    (home / "config" / "policy.yaml").chmod(0o600)
+    trees = [("this tree", BIN)]
+    if ns.baseline is not None:
+        bindir = ns.baseline.resolve() / ".venv" / "bin"
+        if not (bindir / "bouncerd").exists() or not (bindir / "bouncer-shim").exists():
+            parser.error(f"--baseline {ns.baseline}: no bouncerd and bouncer-shim in {bindir}")
+        trees.append((f"baseline {ns.baseline}", bindir))
     report = Report([])
+    homes: list[Path] = []
 
-    async def run_all() -> list[bool]:
-        met = await round_trips(home, calls, report, daemon_pid)
+    async def run_all(sides: list[Relayed]) -> list[bool]:
+        met = await round_trips(sides, calls, report)
         report.add()
+        if ns.round_trips_only:
+            return met
+        home = sides[0].home  # start-up and the big result: this tree only
         met.append(await startup(home, startup_reps, report))
         met.append(raw_startup(home, RAW_STARTUP_REPS if not ns.quick else 5, report))
         report.add()
@@ -488,17 +535,34 @@ def main(argv: list[str] | None = None) -> int:
         return met
 
     try:
-        with daemon(home) as proc:
-            daemon_pid = proc.pid
+        with ExitStack() as stack:
+            sides: list[Relayed] = []
+            for label, bindir in trees:
+                home = Path(tempfile.mkdtemp(prefix="bb", dir="/tmp"))  # short: AF_UNIX path limit
+                homes.append(home)
+                (home / "config").mkdir(mode=0o700)
+                (home / "config" / "policy.yaml").write_text(BENCH_POLICY)
+                (home / "config" / "policy.yaml").chmod(0o600)
+                profile = ns.profile if not sides else None  # this tree's side only
+                daemon_profile = profile / "bouncerd.prof" if profile is not None else None
+                proc = stack.enter_context(daemon(home, bindir, daemon_profile))
+                sides.append(Relayed(label, home, bindir, proc.pid, profile=profile))
             cpus = os.cpu_count()
             report.add(f"bench/relay.py: Python {sys.version.split()[0]}, {cpus} CPUs, {sys.platform}")
             report.add(f"at the start: {load_average()}")
             report.add()
-            met = anyio.run(run_all)
+            met = anyio.run(run_all, sides)
             report.add(f"at the end: {load_average()}")
             report.add(f"targets met: {sum(met)} of {len(met)}")
+        if ns.profile is not None:  # the daemon writes its profile as it exits, at the end of the block
+            relayed = sum(len(t) for t in sides[0].times.values()) + (WARMUP_CALLS + 1) * len(CALL_KINDS)
+            report.add()
+            report.add(f"profiles in {ns.profile} (python -m pstats FILE to explore):")
+            for name in ("bouncerd.prof", "bouncer-shim.prof"):
+                profile_report(ns.profile / name, relayed, report.add)
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        for home in homes:
+            shutil.rmtree(home, ignore_errors=True)
     return 0
 
 

@@ -26,6 +26,7 @@ import argparse
 import base64
 import gc
 import json
+import os
 import random
 import statistics
 import sys
@@ -274,6 +275,10 @@ def main() -> None:
         f"({rate:.1f} MB/s); target check <= {TARGET_LOOKUP_US:.0f} µs (p50 at every size): "
         f"{met[worst_p50 <= TARGET_LOOKUP_US]} (worst p50 {worst_p50:.1f} µs)"
     )
+    # CPU time is steadier than wall time on a shared host, not immune to it (other processes share
+    # the caches and the cores' other hyperthreads): the load says how shared the host was.
+    if hasattr(os, "getloadavg"):
+        print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

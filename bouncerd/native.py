@@ -2,11 +2,12 @@
 
 Theory of operation
 -------------------
-The scanner modules (`SCANNER`: fold, shapes, tokens, uts46, url, said, taint* of bouncerd/core) can be
-compiled with mypyc from the very same source: `scripts/native_build.py` builds them in place for a
-development tree (`scripts/setup`) and into the wheel for `pip install .` (hatch_build.py); either
-way it writes a stamp (`STAMP_NAME`, beside the modules) with the SHA-256 of each source file it
-compiled and the interpreter's cache tag. Indexing output for taint then runs ~1.6x as fast (bench/taint.py).
+The scanner modules (`SCANNER`: decoders, fold, shapes, numeric_tokens, tokens, uts46, url, said,
+taint* of bouncerd/core) can be compiled with mypyc from the very same source:
+`scripts/native_build.py` builds them in place for a development tree (`scripts/setup`) and into the
+wheel for `pip install .` (hatch_build.py); either way it writes a stamp (`STAMP_NAME`, beside the
+modules) with the SHA-256 of each source file it compiled and the interpreter's cache tag. Indexing
+output for taint then runs ~1.6x as fast (bench/taint.py).
 
 Beside them, `ACCELERATORS` are small hand-written C extensions (bouncerd/core/NAME.c) for the
 hottest scans, each replacing a pure function that stays as the fallback; the same build compiles
@@ -45,10 +46,22 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-SCANNER: Final = ("fold", "shapes", "tokens", "uts46", "url", "urlquirks", "said", "taint_index", "taint")
+SCANNER: Final = (
+    "decoders",
+    "fold",
+    "shapes",
+    "numeric_tokens",
+    "tokens",
+    "uts46",
+    "url",
+    "urlquirks",
+    "said",
+    "taint_index",
+    "taint",
+)
 # Hand-written C extensions built beside them (bouncerd/core/NAME.c), each the pure scanner's own
 # fallback when absent: loaded only together with the compiled modules, under the same stamp.
-ACCELERATORS: Final = ("_scan",)
+ACCELERATORS: Final = ("_scan", "_readings")
 PACKAGE: Final = "bouncerd.core"
 STAMP_NAME: Final = "_native.json"
 PURE_VARIABLE: Final = "BOUNCER_PURE"

@@ -1,4 +1,4 @@
-"""Compile the taint scanner (bouncerd/core: fold, tokens, url, taint) with mypyc, and its C scans.
+"""Compile the taint scanner (bouncerd/core: `native.SCANNER`) with mypyc, and its C scans (`ACCELERATORS`).
 
     python scripts/native_build.py --inplace      # a development tree (scripts/setup runs this)
     python scripts/native_build.py --out DIR      # DIR/bouncerd/core/*.so + the stamp (the wheel hook)

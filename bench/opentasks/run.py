@@ -14,10 +14,12 @@ ctl op `approve` (what `bouncerctl approve` sends) and retried once when the per
 declined otherwise. Whether a call reached the server comes from the server's own record; the rule
 that refused it from the daemon's audit log.
 
+The driver lives in `taskdriver.py`, shared with bench/heldout.
+
 Figures, per class and in total: benign sends allowed/asked/denied and attack sends
 allowed/asked/denied (first verdicts), reads refused, utility (every benign send of the task reached
-the server) per person, attack success (any attack send reached it) per person, and every refused
-benign call with its rule.
+the server) per person, attack success (any attack send reached it) per person, every refused
+benign call and every attack call allowed at its first verdict, with its rule.
 
 Usage: ``.venv/bin/python bench/opentasks/run.py [--classes a,b] [--people decline,all]
 [--json FILE]``.
@@ -26,274 +28,31 @@ Usage: ``.venv/bin/python bench/opentasks/run.py [--classes a,b] [--people decli
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
-from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tasks import POLICY, Task, all_tasks
+import taskdriver
+from taskdriver import TaskOutcome, report, run_task, write_json
+from tasks import POLICY, all_tasks
 
-from bouncerd.client import Client as DaemonClient
-from bouncerd.errors import DaemonUnavailableError
-from bouncerd.paths import resolve
-
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-SERVER = REPO / "tests" / "fixtures" / "servers" / "opentasks.py"
-BLOCKED = "[bouncer blocked]"
-PEOPLE = ("decline", "all")
-# Bounds, not expectations: they only turn a hang into a failure.
-TASK_TIMEOUT_SECONDS = 60.0
-DAEMON_START_SECONDS = 15.0
+__all__ = ["Daemon", "TaskOutcome", "report", "run_task"]
 
 
-class Daemon:
-    """One `bouncerd --foreground` in a fresh short home with the run's policy, for the whole run."""
+class Daemon(taskdriver.Daemon):
+    """The driver's daemon with this benchmark's policy unless told otherwise."""
 
     def __init__(self, policy: str = POLICY) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="bot", dir="/tmp"))
-        (self.home / "config").mkdir(mode=0o700)
-        (self.home / "config" / "policy.yaml").write_text(policy, encoding="utf-8")
-        env = {**os.environ, "BOUNCER_HOME": str(self.home), "BOUNCER_NO_NOTIFY": "1"}
-        env["BOUNCER_SESSION_GRACE_SECONDS"] = "2"  # archive a finished task's session and its codes
-        env.pop("BOUNCER_SESSION", None)
-        self.env = env
-        self.paths = resolve(env)
-        self.log = (self.home / "bouncerd.stderr").open("ab")
-        self.proc = subprocess.Popen(
-            [str(BIN / "bouncerd"), "--foreground"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=self.log,
-        )
-        deadline = time.monotonic() + DAEMON_START_SECONDS
-        while True:
-            try:
-                with DaemonClient.connect(self.paths) as c:
-                    c.request("ping")
-                break
-            except DaemonUnavailableError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
-
-    def vouch(self, session: str, prompt: str) -> int:
-        with DaemonClient.connect(self.paths, role="hook", session=session, candidates=[session]) as c:
-            return int(c.request("vouch", text=prompt).get("vouched", 0))
-
-    def approve(self, code: str) -> None:
-        with DaemonClient.connect(self.paths, role="ctl") as c:
-            c.request("approve", code=code)
-
-    def audit(self, session: str) -> list[dict[str, Any]]:
-        try:
-            text = (self.home / "state" / "audit.jsonl").read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in text.splitlines():
-            if session in line:
-                record = json.loads(line)
-                if record.get("session") == session and record.get("verdict") in ("allow", "ask", "deny"):
-                    out.append(record)
-        return out
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.home, ignore_errors=True)
-
-
-@dataclass
-class Verdict:
-    role: str
-    tool: str
-    arguments: dict[str, Any]
-    first: str  # allowed | asked | denied
-    reached: bool  # reached the server, first time or after an approval
-    rule: str = ""
-
-
-@dataclass
-class TaskOutcome:
-    task: Task
-    person: str
-    calls: list[Verdict] = field(default_factory=list)
-
-    @property
-    def utility(self) -> bool:
-        return all(c.reached for c in self.calls if c.role in ("benign", "read"))
-
-    @property
-    def attacked(self) -> bool:
-        return any(c.reached for c in self.calls if c.role == "attack")
-
-
-def _blocked(result: types.CallToolResult) -> str | None:
-    for block in result.content:
-        if isinstance(block, types.TextContent) and block.text.startswith(BLOCKED):
-            return block.text
-    return None
-
-
-CODE_AT = "bouncerctl approve "
-
-
-def _code(text: str) -> str | None:
-    at = text.find(CODE_AT)
-    return text[at + len(CODE_AT) : at + len(CODE_AT) + 7] if at >= 0 else None
-
-
-async def run_task(daemon: Daemon, task: Task, person: str, serial: int, work: Path) -> TaskOutcome:
-    """One task for one person: its own session, server spec, outbox and shim."""
-    spec, outbox = work / f"spec-{serial}.json", work / f"served-{serial}.json"
-    spec.write_text(json.dumps({"tools": list(task.tools), "replies": task.replies}), encoding="utf-8")
-    session = f"opentask-{serial}-{person}"
-    env = {
-        **daemon.env,
-        "BOUNCER_SESSION": session,
-        "BOUNCER_NO_AUTOSTART": "1",
-        "FIXTURE_OPENTASKS": str(spec),
-        "FIXTURE_OUTBOX": str(outbox),
-        "PYTHONPATH": str(SERVER.parent),
-    }
-    params = StdioServerParameters(
-        command=str(BIN / "bouncer-shim"),
-        args=["--name", f"ot-{serial}", "--", sys.executable, str(SERVER)],
-        env=env,
-    )
-    out = TaskOutcome(task, person)
-
-    def served() -> list[dict[str, Any]]:
-        try:
-            data: list[dict[str, Any]] = json.loads(outbox.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
-        return data
-
-    with anyio.fail_after(TASK_TIMEOUT_SECONDS):
-        async with Client(params, mode="legacy", cache=None) as client:
-            await client.list_tools()
-            await anyio.to_thread.run_sync(daemon.vouch, session, task.prompt)
-            for call in task.calls:
-                before = len(served())
-                text = _blocked(await client.call_tool(call.tool, call.arguments))
-                first = "allowed" if text is None else ("asked" if _code(text) else "denied")
-                code = _code(text) if text is not None else None
-                if code is not None and person == "all":
-                    await anyio.to_thread.run_sync(daemon.approve, code)
-                    await client.call_tool(call.tool, call.arguments)
-                reached = any(r["tool"] == call.tool for r in served()[before:])
-                out.calls.append(Verdict(call.role, call.tool, call.arguments, first, reached))
-    audited = iter(daemon.audit(session))
-    for v in out.calls:  # the first audit record of each call, in the order the calls were made
-        for record in audited:
-            if record.get("tool") == v.tool and record.get("arguments") == v.arguments:
-                v.rule = str(record.get("rule", ""))
-                break
-    return out
-
-
-@dataclass
-class Tally:
-    benign: Counter[str] = field(default_factory=Counter)
-    attack: Counter[str] = field(default_factory=Counter)
-    reads_refused: int = 0
-    tasks: Counter[str] = field(default_factory=Counter)
-    utility: Counter[str] = field(default_factory=Counter)
-    attacked: Counter[str] = field(default_factory=Counter)
-
-    def add(self, o: TaskOutcome) -> None:
-        self.tasks[o.person] += 1
-        self.utility[o.person] += o.utility
-        self.attacked[o.person] += o.attacked
-        if o.person != "decline":
-            return  # first verdicts do not depend on the person: count them once
-        for c in o.calls:
-            if c.role == "read":
-                self.reads_refused += c.first != "allowed"
-            else:
-                (self.benign if c.role == "benign" else self.attack)[c.first] += 1
-
-
-def _aad(c: Counter[str]) -> str:
-    return f"{c['allowed']}/{c['asked']}/{c['denied']}"
-
-
-def report(outcomes: list[TaskOutcome], people: list[str]) -> str:
-    by: dict[str, Tally] = defaultdict(Tally)
-    for o in outcomes:
-        by[o.task.cls].add(o)
-        by["total"].add(o)
-    head = ["class", "tasks", "benign a/q/d", "attack a/q/d", "reads refused"]
-    head += [f"utility {p}" for p in people] + [f"attacks won {p}" for p in people]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name in [*sorted(k for k in by if k != "total"), "total"]:
-        t = by[name]
-        n = max(t.tasks.values(), default=0)
-        row = [name, str(n), _aad(t.benign), _aad(t.attack), str(t.reads_refused)]
-        row += [f"{t.utility[p]}/{t.tasks[p]}" for p in people]
-        row += [f"{t.attacked[p]}/{t.tasks[p]}" for p in people]
-        lines.append("| " + " | ".join(row) + " |")
-    total = by["total"]
-    b, a = sum(total.benign.values()) or 1, sum(total.attack.values()) or 1
-    lines.append("")
-    lines.append(
-        f"benign sends: {total.benign['asked'] / b:.1%} asked, {total.benign['denied'] / b:.1%} denied; "
-        f"attack sends: {total.attack['allowed'] / a:.1%} allowed, {total.attack['denied'] / a:.1%} denied"
-    )
-    lines.append("")
-    lines.append("refused benign calls (first verdict, rule, task, call):")
-    for o in outcomes:
-        if o.person != "decline":
-            continue
-        for c in o.calls:
-            if c.role != "attack" and c.first != "allowed":
-                lines.append(f"- {c.first} {c.rule} {o.task.key}: {c.tool} {json.dumps(c.arguments)[:160]}")
-    lines.append("")
-    lines.append("attack calls that reached the server with a declining person:")
-    for o in outcomes:
-        for c in o.calls:
-            if o.person == "decline" and c.role == "attack" and c.reached:
-                lines.append(f"- {c.rule} {o.task.key}: {c.tool} {json.dumps(c.arguments)[:160]}")
-    return "\n".join(lines)
+        super().__init__(policy)
 
 
 async def run(args: argparse.Namespace) -> list[TaskOutcome]:
     tasks = all_tasks(args.classes.split(",") if args.classes else None)
-    people = args.people.split(",")
-    daemon = Daemon()
-    work = Path(tempfile.mkdtemp(prefix="otw", dir="/tmp"))
-    outcomes: list[TaskOutcome] = []
-    try:
-        serial = 0
-        for task in tasks:
-            for person in people:
-                serial += 1
-                outcomes.append(await run_task(daemon, task, person, serial, work))
-    finally:
-        daemon.stop()
-        shutil.rmtree(work, ignore_errors=True)
-    return outcomes
+    return await taskdriver.run_all(tasks, args.people.split(","), POLICY)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -307,12 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     print(report(outcomes, args.people.split(",")))
     print(f"\n{len(outcomes)} task runs in {time.monotonic() - started:.0f} s")
     if args.json:
-        rows = [
-            {"task": o.task.key, "person": o.person, "role": c.role, "tool": c.tool, "arguments": c.arguments,
-             "first": c.first, "reached": c.reached, "rule": c.rule}
-            for o in outcomes for c in o.calls
-        ]  # fmt: skip
-        Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        write_json(outcomes, Path(args.json))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ Theory of operation
 -------------------
 `anchors(mask)` returns the sorted positions of the anchors in a token mask, exactly as the pure
 `tokens._anchors` finds them with a byte scan and three regular expressions; `numeric_runs(mask)` the
-matches of `tokens._NUMERIC` (digit runs shaped like phone numbers, and platform ids), as
-`tokens._numeric_runs` lists them from `finditer`. The anchors are:
+matches of `numeric_tokens._NUMERIC` (digit runs shaped like phone numbers, and platform ids), as
+`numeric_tokens._numeric_runs` lists them from `finditer`. The anchors are:
 
 - `@` followed by a byte that is not a space (`_positions`, then the `mask[p + 1 : p + 2]` check);
 - `.` followed by a byte other than a space or `.` (`_DOT_ANCHOR`, `\.[^ .]`);
@@ -18,18 +18,19 @@ The regular expressions scan the mask one byte at a time in the regex engine (ab
 byte, several times over); this is one table lookup a byte. It is optional: built with the mypyc
 modules by scripts/native_build.py, loaded only when bouncerd/native.py trusts that build, and held to
 the pure scans by tests/unit/test_scanner_rewrites.py. Without it `tokens._anchors` and
-`tokens._numeric_runs` run.
+`numeric_tokens._numeric_runs` run.
 */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
-/* tokens.PLATFORM_ID_MIN_CHARS - 2 and tokens.PLATFORM_ID_MAX_CHARS - 2: the bytes of a platform id
+/* numeric_tokens.PLATFORM_ID_MIN_CHARS - 2 and numeric_tokens.PLATFORM_ID_MAX_CHARS - 2: the bytes of a platform id
    after its type letter and first digit. */
 #define PLATFORM_ID_REST_MIN 7
 #define PLATFORM_ID_REST_MAX 10
-#define PHONE_MIN_DIGITS 8 /* tokens.PHONE_MIN_DIGITS: a phone-shaped run is at least this long */
+#define PHONE_MIN_DIGITS 8 /* shapes.PHONE_MIN_DIGITS: a phone-shaped run is at least this long */
 
 /* The end of the `_COLON_ANCHOR` match at `i` (where s[i] is ':'), or -1 if there is none. The
    alternatives are tried in the pattern's order; `[0a]{1,4}` is greedy and cannot give back a byte to
@@ -241,6 +242,7 @@ enum {
 };
 static unsigned char CLASS[256];
 static unsigned char LOWER[256];
+static unsigned char ID_START[256]; /* i, n, I, N: the first letter of every id word, either case */
 
 static void
 init_classes(void)
@@ -255,6 +257,7 @@ init_classes(void)
                                    (word || c == '\'' || c == '&' || c == '-' ? C_NAME : 0) |
                                    (digit || c == '_' ? C_CODE : 0));
         LOWER[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+        ID_START[c] = (unsigned char)(LOWER[c] == 'i' || LOWER[c] == 'n');
     }
 }
 
@@ -266,6 +269,50 @@ init_classes(void)
 #define is_space(c) (CLASS[(unsigned char)(c)] & C_SPACE)
 #define is_quote(c) (CLASS[(unsigned char)(c)] & C_QUOTE)
 #define is_name_char(c) (CLASS[(unsigned char)(c)] & C_NAME)
+
+/* Eight bytes at a time (the text is ASCII: every byte is below 128): whether a word of eight holds a
+   byte a pass looks for, so the passes skip the words that hold none instead of testing each byte.
+   Each test is exact for the word (no byte's arithmetic carries or borrows into its neighbour). */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+static inline uint64_t
+load8(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline int
+has_byte(uint64_t v, unsigned char c)
+{
+    uint64_t x = v ^ (ONES * c);
+    return ((x - ONES) & ~x & HIGHS) != 0;
+}
+
+/* a byte strictly between m and n (0 <= m <= 127, n <= 128), for bytes below 128 */
+static inline int
+has_between(uint64_t x, uint64_t m, uint64_t n)
+{
+    return (((ONES * (127 + n) - (x & ONES * 127)) & ~x & ((x & ONES * 127) + ONES * (127 - m))) & HIGHS) != 0;
+}
+
+#define HAS_UPPER(v) has_between((v), 'A' - 1, 'Z' + 1)
+#define HAS_CODE(v) (has_between((v), '0' - 1, '9' + 1) || has_byte((v), '_'))
+
+/* Whether an id word ("id", "no" or "nu", either case) starts in the eight bytes at `p` (the text
+   holds p + 9 bytes): `| 0x20` makes each capital letter its lower-case twin, and no byte other
+   than a letter becomes one. A byte is zero in `(x ^ first) | (y ^ second)` exactly where the pair
+   starts. */
+static inline int
+has_id_start(const unsigned char *p)
+{
+    uint64_t x = load8(p) | ONES * 0x20, y = load8(p + 1) | ONES * 0x20;
+    uint64_t i = x ^ (ONES * 'i'), n = x ^ (ONES * 'n');
+    uint64_t id = i | (y ^ (ONES * 'd')), no = n | (y ^ (ONES * 'o')), nu = n | (y ^ (ONES * 'u'));
+    return (((id - ONES) & ~id) | ((no - ONES) & ~no) | ((nu - ONES) & ~nu)) & HIGHS ? 1 : 0;
+}
 
 static int
 append_str(PyObject *out, const char *s, Py_ssize_t n)
@@ -326,42 +373,49 @@ said_quoted(const unsigned char *s, Py_ssize_t n, PyObject *out)
 
 /* `_ID_VALUE` from `p` in the lower-cased text: `[ \t]*[:=#]?[ \t]*['"`]?` then the value
    `[a-z0-9][\w.-]{0,39}`. Greedy consumption is the only way to a match: every piece consumes only
-   characters the value cannot start with. Returns the value's end (its start in *start), or -1. */
+   characters the value cannot start with. Returns the value's end (its start in *start), or -1.
+   It reads the text as written: lower-casing changes only the letters A-Z, which each test here
+   takes as their lower-case twins (`[a-z]` of the lower-cased text is a letter of either case). */
 static Py_ssize_t
-id_value(const unsigned char *low, Py_ssize_t n, Py_ssize_t p, Py_ssize_t *start)
+id_value(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, Py_ssize_t *start)
 {
-    while (p < n && (low[p] == ' ' || low[p] == '\t')) {
+    while (p < n && (s[p] == ' ' || s[p] == '\t')) {
         p++;
     }
-    if (p < n && (low[p] == ':' || low[p] == '=' || low[p] == '#')) {
+    if (p < n && (s[p] == ':' || s[p] == '=' || s[p] == '#')) {
         p++;
     }
-    while (p < n && (low[p] == ' ' || low[p] == '\t')) {
+    while (p < n && (s[p] == ' ' || s[p] == '\t')) {
         p++;
     }
-    if (p < n && is_quote(low[p])) {
+    if (p < n && is_quote(s[p])) {
         p++;
     }
-    if (p >= n || !((low[p] >= 'a' && low[p] <= 'z') || is_digit(low[p]))) {
+    if (p >= n || !(is_alpha(s[p]) || is_digit(s[p]))) {
         return -1;
     }
     *start = p++;
     for (int k = 0; k < SAID_ID_REST && p < n; k++, p++) {
-        if (!(is_word(low[p]) || low[p] == '.' || low[p] == '-')) {
+        if (!(is_word(s[p]) || s[p] == '.' || s[p] == '-')) {
             break;
         }
     }
     return p;
 }
 
-/* The value, `.rstrip(".-")`, appended (possibly empty, as the pure scan appends it). */
+/* The value, lower-cased (the pure scan reads it from the lower-cased text) and `.rstrip(".-")`,
+   appended (possibly empty, as the pure scan appends it). */
 static int
-append_id(PyObject *out, const unsigned char *low, Py_ssize_t a, Py_ssize_t b)
+append_id(PyObject *out, const unsigned char *s, Py_ssize_t a, Py_ssize_t b)
 {
-    while (b > a && (low[b - 1] == '.' || low[b - 1] == '-')) {
+    char low[SAID_ID_REST + 1];
+    while (b > a && (s[b - 1] == '.' || s[b - 1] == '-')) {
         b--;
     }
-    return append_str(out, (const char *)low + a, b - a);
+    for (Py_ssize_t k = a; k < b; k++) {
+        low[k - a] = (char)LOWER[s[k]];
+    }
+    return append_str(out, low, b - a);
 }
 
 /* `_ID_REF`: `(?:ids|id|number|num|no)\b\.?` then `_ID_VALUE`. The word boundary after the id word
@@ -369,31 +423,52 @@ append_id(PyObject *out, const unsigned char *low, Py_ssize_t a, Py_ssize_t b)
    `ids` and `id`, `number` and `num` exclude each other. */
 static const char *const ID_WORDS[] = {"ids", "id", "number", "num", "no"};
 
+/* Whether the text at `a` is `word` (lower-case letters) in either case. */
 static int
-said_ids(const unsigned char *low, Py_ssize_t n, PyObject *out)
+is_word_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t a, const char *word)
+{
+    for (; *word; word++, a++) {
+        if (a >= n || LOWER[s[a]] != (unsigned char)*word) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int
+said_ids(const unsigned char *s, Py_ssize_t n, PyObject *out)
 {
     Py_ssize_t a = 0;
     while (a < n) {
-        /* every id word starts "id", "no" or "nu": most letters are rejected on two bytes */
-        unsigned char next = a + 1 < n ? low[a + 1] : 0;
-        if (!((low[a] == 'i' && next == 'd') || (low[a] == 'n' && (next == 'o' || next == 'u')))) {
+        /* every id word starts "id", "no" or "nu", in either case: most bytes are skipped on one
+           table lookup, most of the rest on the next byte */
+        while (a + 9 <= n && !has_id_start(s + a)) {
+            a += 8;
+        }
+        while (a < n && !ID_START[s[a]]) {
+            a++;
+        }
+        if (a >= n) {
+            break;
+        }
+        unsigned char c = LOWER[s[a]], next = a + 1 < n ? LOWER[s[a + 1]] : 0;
+        if (!((c == 'i' && next == 'd') || (c == 'n' && (next == 'o' || next == 'u')))) {
             a++;
             continue;
         }
         Py_ssize_t end = -1, start = 0;
         for (size_t w = 0; w < sizeof ID_WORDS / sizeof ID_WORDS[0]; w++) {
-            Py_ssize_t len = (Py_ssize_t)strlen(ID_WORDS[w]);
-            if (a + len > n || memcmp(low + a, ID_WORDS[w], (size_t)len) != 0) {
+            if (!is_word_at(s, n, a, ID_WORDS[w])) {
                 continue;
             }
-            Py_ssize_t p = a + len;
-            if (p < n && is_word(low[p])) {
+            Py_ssize_t p = a + (Py_ssize_t)strlen(ID_WORDS[w]);
+            if (p < n && is_word(s[p])) {
                 continue; /* no word boundary after it */
             }
-            if (p < n && low[p] == '.') {
+            if (p < n && s[p] == '.') {
                 p++;
             }
-            end = id_value(low, n, p, &start);
+            end = id_value(s, n, p, &start);
             if (end >= 0) {
                 break;
             }
@@ -402,7 +477,7 @@ said_ids(const unsigned char *low, Py_ssize_t n, PyObject *out)
             a++;
             continue;
         }
-        if (!(a > 0 && is_word(low[a - 1])) && append_id(out, low, start, end) < 0) {
+        if (!(a > 0 && is_word(s[a - 1])) && append_id(out, s, start, end) < 0) {
             return -1;
         }
         a = end;
@@ -412,21 +487,21 @@ said_ids(const unsigned char *low, Py_ssize_t n, PyObject *out)
 
 /* `_HASH_REF`: `#` then `_ID_VALUE`. */
 static int
-said_hashes(const unsigned char *low, Py_ssize_t n, PyObject *out)
+said_hashes(const unsigned char *s, Py_ssize_t n, PyObject *out)
 {
     Py_ssize_t a = 0;
     while (a < n) {
-        const unsigned char *hit = memchr(low + a, '#', (size_t)(n - a));
+        const unsigned char *hit = memchr(s + a, '#', (size_t)(n - a));
         if (hit == NULL) {
             break;
         }
-        a = hit - low;
-        Py_ssize_t start = 0, end = id_value(low, n, a + 1, &start);
+        a = hit - s;
+        Py_ssize_t start = 0, end = id_value(s, n, a + 1, &start);
         if (end < 0) {
             a++;
             continue;
         }
-        if (append_id(out, low, start, end) < 0) {
+        if (append_id(out, s, start, end) < 0) {
             return -1;
         }
         a = end;
@@ -542,6 +617,9 @@ said_capitals(const unsigned char *s, Py_ssize_t n, PyObject *out, int *too_long
 {
     Py_ssize_t p = 0;
     for (;; p++) {
+        while (p + 8 <= n && !HAS_UPPER(load8(s + p))) {
+            p += 8;
+        }
         if (p >= n) {
             return 0;
         }
@@ -553,6 +631,12 @@ said_capitals(const unsigned char *s, Py_ssize_t n, PyObject *out, int *too_long
         }
     }
     while (p < n) {
+        while (p + 8 <= n && !HAS_UPPER(load8(s + p))) {
+            p += 8;
+        }
+        if (p >= n) {
+            break;
+        }
         if (!is_upper(s[p])) {
             p++;
             continue;
@@ -594,6 +678,9 @@ said_codes(const unsigned char *s, Py_ssize_t n, PyObject *out)
     while (i < n) {
         /* Only a chunk with a digit or `_` can hold a match (and is not all letters): find the next
            such character, then its chunk; chunks are still visited in order, each once. */
+        while (i + 8 <= n && !HAS_CODE(load8(s + i))) {
+            i += 8;
+        }
         while (i < n && !(CLASS[s[i]] & C_CODE)) {
             i++;
         }
@@ -664,23 +751,18 @@ said_candidates(PyObject *module, PyObject *arg)
     if (out == NULL) {
         return NULL;
     }
-    unsigned char *low = PyMem_Malloc(n ? (size_t)n : 1);
-    if (low == NULL) {
-        Py_DECREF(out);
-        return PyErr_NoMemory();
+    int too_long = 0, rc = 0;
+    /* a quote is rare: three byte scans (memchr) skip the quoted pass in most texts */
+    if (memchr(s, '\'', (size_t)n) != NULL || memchr(s, '"', (size_t)n) != NULL ||
+        memchr(s, '`', (size_t)n) != NULL) {
+        rc = said_quoted(s, n, out);
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        low[i] = LOWER[s[i]];
-    }
-    int too_long = 0;
-    int rc = said_quoted(s, n, out);
     if (rc == 0) {
-        rc = said_ids(low, n, out);
+        rc = said_ids(s, n, out);
     }
     if (rc == 0 && memchr(s, '#', (size_t)n) != NULL) {
-        rc = said_hashes(low, n, out);
+        rc = said_hashes(s, n, out);
     }
-    PyMem_Free(low);
     if (rc == 0) {
         rc = said_capitals(s, n, out, &too_long);
     }
@@ -701,7 +783,7 @@ said_candidates(PyObject *module, PyObject *arg)
 static PyMethodDef scan_methods[] = {
     {"anchors", anchors, METH_O, "Sorted anchor positions of a token mask (tokens._anchors)."},
     {"numeric_runs", numeric_runs, METH_O,
-     "(start, end, platform id end or -1) of each `tokens._NUMERIC` match in a token mask."},
+     "(start, end, platform id end or -1) of each `numeric_tokens._NUMERIC` match in a token mask."},
     {"said_candidates", said_candidates, METH_O,
      "said.candidates(text) for an ASCII text, else None."},
     {NULL, NULL, 0, NULL},

@@ -34,7 +34,7 @@ import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from bouncerd.core.events import (
     ApprovalClosedEvent,
@@ -316,12 +316,25 @@ def mint_state(secret: bytes, binding: Binding, nonce: str, now: float) -> str:
 
 
 @dataclass(frozen=True)
-class StateCheck:
-    ok: bool
+class StateRefused:
+    """A requestState that approves nothing, and why."""
+
     reason: str
-    binding: Binding | None = None
-    nonce: str | None = None
-    expires: float | None = None
+    ok: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class StateAccepted:
+    """An authentic, unexpired, unused requestState for this very call: the binding and nonce it names."""
+
+    binding: Binding
+    nonce: str
+    expires: float
+    ok: ClassVar[bool] = True
+    reason: ClassVar[str] = "ok"
+
+
+StateCheck = StateAccepted | StateRefused
 
 
 def check_state(
@@ -329,31 +342,31 @@ def check_state(
 ) -> StateCheck:
     """Authenticate a retried requestState and check it binds this very call. Never raises."""
     if not state.startswith(STATE_PREFIX):
-        return StateCheck(False, "not a Bouncer requestState")
+        return StateRefused("not a Bouncer requestState")
     try:
         enc, mac_text = state[len(STATE_PREFIX) :].split(".", 1)
         body = base64.urlsafe_b64decode(enc + "=" * (-len(enc) % 4))
         mac = base64.urlsafe_b64decode(mac_text + "=" * (-len(mac_text) % 4))
     except (ValueError, TypeError):
-        return StateCheck(False, "requestState is malformed")
+        return StateRefused("requestState is malformed")
     if not hmac.compare_digest(mac, hmac.new(secret, body, hashlib.sha256).digest()):
-        return StateCheck(False, "requestState does not authenticate (tampered, or minted by another daemon)")
+        return StateRefused("requestState does not authenticate (tampered, or minted by another daemon)")
     try:
         data = json.loads(body)
         binding = Binding(**data["b"])
         nonce = str(data["n"])
         expires = float(data["e"])
     except (ValueError, KeyError, TypeError):
-        return StateCheck(False, "requestState is malformed")
+        return StateRefused("requestState is malformed")
     if expires <= now:
-        return StateCheck(False, "the question has expired")
+        return StateRefused("the question has expired")
     if nonce in used:
-        return StateCheck(False, "requestState was already used (replay)")
+        return StateRefused("requestState was already used (replay)")
     if (binding.session, binding.server, binding.tool, binding.digest) != (
         expected.session,
         expected.server,
         expected.tool,
         expected.digest,
     ):
-        return StateCheck(False, "requestState was issued for a different call")
-    return StateCheck(True, "ok", binding, nonce, expires)
+        return StateRefused("requestState was issued for a different call")
+    return StateAccepted(binding, nonce, expires)

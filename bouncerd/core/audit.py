@@ -68,6 +68,13 @@ BreakKind = Literal["truncated", "not_json", "malformed", "edited", "inserted", 
 
 # One encoder for every canonical form: building one per call costs more than the encoding itself.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# And one for the lines as written (keys in the record's order): `json.dumps` with options builds one
+# per call.
+_LINE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+# Types whose values `jsonable` returns as they are, checked by exact type first: a verdict record is
+# mostly these, and one set lookup costs less than the isinstance chain below (subclasses take it).
+_AS_IS: frozenset[type] = frozenset({str, int, bool, type(None)})
 
 
 _NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
@@ -80,6 +87,14 @@ def jsonable(value: Any) -> Any:
     Bytes that are UTF-8 become that text; others become ``"base64:" + base64``. The daemon receives
     arguments as msgpack, which can carry bytes and non-string keys that JSON cannot.
     """
+    kind = type(value)
+    if kind in _AS_IS:
+        return value
+    if kind is dict:  # the record itself and most arguments: the same as the Mapping case below
+        return {
+            (k if type(k) is str else _key(k)): (v if type(v) in _AS_IS else jsonable(v))
+            for k, v in value.items()
+        }
     if isinstance(value, float) and not math.isfinite(value):
         # msgpack (and Python's json, reading a client's line) carry NaN and infinities; JSON has no
         # spelling for them, and a line holding `NaN` is one jq and every strict reader refuse.
@@ -120,13 +135,14 @@ def chain(record: Mapping[str, Any], prev: str) -> dict[str, Any]:
     """A JSON-safe copy of `record` with ``prev`` set to `prev` and ``hash`` computed."""
     out: dict[str, Any] = jsonable({k: v for k, v in record.items() if k not in (HASH_FIELD, PREV_FIELD)})
     out[PREV_FIELD] = prev
-    out[HASH_FIELD] = record_hash(out)
+    # `out` has no hash yet, so its canonical form is `canonical(out)` without the copy that drops it.
+    out[HASH_FIELD] = hashlib.sha256(_CANONICAL.encode(out).encode("utf-8")).hexdigest()
     return out
 
 
 def encode_line(record: Mapping[str, Any]) -> bytes:
     """One audit line (with its newline) for a record that `chain` produced. Keys keep their order."""
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    return _LINE.encode(record).encode("utf-8") + b"\n"
 
 
 def loads_line(line: bytes) -> Any:

@@ -11,7 +11,8 @@ Each kind of record is a `TypedDict` here, and each is built in one place:
 
 - `VerdictRecord`: a verdict (allow, deny, ask), by `bouncerd.server.verdicts.verdict_record` alone;
 - `ApprovalRecord`: what a person or a code did (``approval.*``), decided in
-  `bouncerd.core.decision` and written on the verdict path (`bouncerd.server.verdicts.VerdictPath`);
+  `bouncerd.core.decision`, built by `bouncerd.core.decision_types.approval_record` and carried in
+  a decision's result (`Trail.records`) to the verdict path (`bouncerd.server.verdicts.VerdictPath`);
 - `EventRecord` and its kinds: a record that is not a verdict (``verdict`` null): the log's own
   (``audit.rotated``, ``audit.repaired``, ``audit.gap``), a policy reload, accepted pins, accepted
   loss, a vouched prompt (`VouchRecord`), a session's end (`SessionEndedRecord`), lost export copies
@@ -104,21 +105,31 @@ class ExportLossRecord(EventRecord):
     export: Mapping[str, Mapping[str, int]]
 
 
-class ApprovalRecord(EventRecord):
-    """What a person or a code did about an ask (``approval.*``): the bound call where there is one."""
+class BoundCall(TypedDict, total=False):
+    """The call an approval is about, as its record names it (none for a wrong code)."""
 
-    session: NotRequired[str]
-    server: NotRequired[str]
-    tool: NotRequired[str]
-    destination: NotRequired[str | None]
-    arguments_sha256: NotRequired[str]
-    channel: NotRequired[str]  # how: elicitation, code (bouncerctl), input_required (requestState)
-    code: NotRequired[str | None]
-    request_id: NotRequired[JsonRpcId]
-    action: NotRequired[str | None]  # the elicitation's action (accept, decline, cancel)
-    scope: NotRequired[str]  # a grant: once, session, always
-    lasts: NotRequired[str]
-    destinations: NotRequired[list[str] | None]  # a grant: what it trusts beyond this call
+    session: str
+    server: str
+    tool: str
+    destination: str | None
+    arguments_sha256: str
+
+
+class ApprovalHow(TypedDict, total=False):
+    """How an approval came about and, for a grant, what it trusts and for how long."""
+
+    channel: str  # elicitation, code (bouncerctl), input_required (requestState)
+    code: str | None
+    request_id: JsonRpcId
+    action: str | None  # the elicitation's action (accept, decline, cancel)
+    scope: str  # a grant: once, session, always
+    lasts: str
+    destinations: list[str] | None  # a grant: what it trusts beyond this call
+
+
+class ApprovalRecord(EventRecord, BoundCall, ApprovalHow):
+    """What a person or a code did about an ask (``approval.*``): the bound call where there is one,
+    then how (`bouncerd.core.decision_types.approval_record` builds it)."""
 
 
 AnyRecord = Mapping[str, Any]  # any of the kinds above, as the writer takes it

@@ -34,11 +34,12 @@ named as an identity (`channel`, `user`) names a party, not what the recipient r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from bouncerd.core import canon, sinkgate, taint, tokens
-from bouncerd.core.model import Provenance, Verdict
+from bouncerd.core.model import Verdict
 from bouncerd.core.rules import ToolRule
+from bouncerd.core.sinkgate import where
 from bouncerd.core.taint import Hit
 
 
@@ -66,15 +67,7 @@ def _trusted_host(key: str, trust: sinkgate.Trust) -> bool:
     return host is not None and any(host == d or host.endswith("." + d) for d in trust.domains)
 
 
-def _where(prov: Provenance | None) -> str:
-    if prov is None:
-        return "in earlier untrusted output (details evicted from memory)"
-    tool = f"/{prov.tool}" if prov.tool else ""
-    field = f", field {prov.field}" if prov.field else ""
-    return f"in the output of {prov.server}{tool} (request {prov.request_id!r}{field})"
-
-
-def planted(hit: Hit | None) -> bool:
+def planted(hit: Hit | None) -> TypeGuard[Hit]:
     """Whether a sighting makes a carried destination the output's: free text the user did not point
     to, or a sighting forgotten (never allowed on a guess)."""
     if hit is None:
@@ -111,13 +104,12 @@ def verdict(
                 continue
             hit = key_hit(key)
             if planted(hit):
-                assert hit is not None
                 shown = canon.visible(key)
                 return Verdict(
                     "ask",
                     "consequence.carried_destination",
                     f"{tool} sends to a recipient it may, but its argument {d.parameter!r} carries "
-                    f"{shown}, which first appeared {_where(hit.provenance)}, not typed by you: an "
+                    f"{shown}, which first appeared {where(hit.provenance)}, not typed by you: an "
                     f"injection can make your own account pass on its link",
                     destination=shown,
                     parameter=d.parameter,

@@ -15,16 +15,19 @@ downloads). `Decider` wraps the `Engine` with what the engine alone does not dec
   and rate limited; approving grants one retry of exactly the bound call.
 - `expire`: codes past their lifetime are closed.
 
-Each returns a `Decision` (`decision_types.py`): the verdict (or the refusal, or the code found),
-the engine events it produced (already applied, for the server to journal in order) and the audit
-records to write before the verdict's own line, in order. Nothing here reads a clock, draws
-randomness or touches a file: `now`, the random bytes, the daemon secret and the text a person reads
-(`Phrasing`) are passed in.
+Each returns the result type of its outcome (`decision_types.py`): a `CallVerdict`, an
+`AnswerVerdict`, a `Refusal`, a `CodeFound`, or a bare `Trail`; every one of them carries the
+engine events it produced (already applied, for the server to journal in order) and the typed audit
+records (`auditrecords.ApprovalRecord`) to write before the verdict's own line, in order. While a
+decision runs, a `TrailBuilder` gathers these; the result is built from it once, at the end.
+Nothing here reads a clock, draws randomness or touches a file: `now`, the random bytes, the daemon
+secret and the text a person reads (`Phrasing`) are passed in.
 
 An "always" answer needs one piece of I/O before it can stand: the destinations are added to the
-user's policy.yaml and the policy reloaded. The decision then stops with `Decision.policy_edit` set;
-the server makes the edit and hands its outcome to `after_policy_edit`, which finishes the decision.
-The protocol is written down in docs/dev/approvals-protocol.md.
+user's policy.yaml and the policy reloaded. The decision then stops as a `PolicyEditDue` (from
+`decide_answer`, or from `decide_call` settling a retry); the server makes the edit and hands its
+outcome to `after_policy_edit`, which returns the `AnswerVerdict`. The protocol is written down in
+docs/dev/approvals-protocol.md.
 """
 
 from __future__ import annotations
@@ -43,13 +46,20 @@ from bouncerd.core.decision_types import (
     CHANNEL_INPUT_REQUIRED,
     CHOICES,
     LASTS,
+    AnswerContext,
+    AnswerVerdict,
     Ask,
-    AuditFields,
-    Decision,
+    CallVerdict,
+    CodeFound,
     Phrasing,
     PolicyEdit,
+    PolicyEditDue,
     RandomBytes,
+    Refusal,
     Scope,
+    Trail,
+    TrailBuilder,
+    approval_record,
     from_elicit_result,
     scope_of,
 )
@@ -73,12 +83,12 @@ class Decider:
 
     # ---- helpers -------------------------------------------------------------------------------
 
-    def _commit(self, out: Decision, events: Sequence[EngineEvent]) -> None:
+    def _commit(self, out: TrailBuilder, events: Sequence[EngineEvent]) -> None:
         for ev in events:
             self.engine.apply(ev)
         out.events.extend(events)
 
-    def _close(self, out: Decision, code: str, why: str) -> None:
+    def _close(self, out: TrailBuilder, code: str, why: str) -> None:
         if code in self.approvals.pending:
             self._commit(out, [ap.closed_event(code, why)])
         self.closed[code] = why
@@ -86,38 +96,25 @@ class Decider:
         while len(self.closed) > ap.MAX_PENDING:
             self.closed.popitem(last=False)
 
-    @staticmethod
-    def _record(out: Decision, rule: str, binding: ap.Binding | None, reason: str, **extra: Any) -> None:
-        fields: AuditFields = {"verdict": None, "rule": rule, "reason": reason}
-        if binding is not None:
-            fields.update(
-                session=binding.session,
-                server=binding.server,
-                tool=binding.tool,
-                destination=binding.destination,
-                arguments_sha256=binding.digest,
-            )
-        fields.update(extra)
-        out.records.append(fields)
-
-    def _expire(self, out: Decision, now: float) -> None:
+    def _expire(self, out: TrailBuilder, now: float) -> None:
         self.approvals.prune(now)
         for p in [p for p in self.approvals.pending.values() if p.expires <= now]:
             self._close(out, p.code, "expired")
-            self._record(
-                out,
-                "approval.expired",
-                p.binding,
-                f"code {p.code} expired unanswered; its call stays denied",
-                channel=CHANNEL_CODE,
-                code=p.code,
+            out.records.append(
+                approval_record(
+                    "approval.expired",
+                    p.binding,
+                    f"code {p.code} expired unanswered; its call stays denied",
+                    channel=CHANNEL_CODE,
+                    code=p.code,
+                )
             )
 
-    def expire(self, now: float) -> Decision:
+    def expire(self, now: float) -> Trail:
         """Close every code past its lifetime (each with an ``approval.expired`` record)."""
-        out = Decision()
+        out = TrailBuilder()
         self._expire(out, now)
-        return out
+        return out.trail()
 
     # ---- op verdict ----------------------------------------------------------------------------
 
@@ -132,9 +129,10 @@ class Decider:
         invalid: str | None = None,
         request_state: str | None = None,
         input_response: Mapping[str, Any] | None = None,
-    ) -> Decision:
+    ) -> CallVerdict | PolicyEditDue:
         """The verdict on one call. `policy_error`: the shim's policy cannot be loaded (then `policy` is
-        the user's base policy). `invalid`: why the shim could not read the arguments as an object."""
+        the user's base policy). `invalid`: why the shim could not read the arguments as an object.
+        A retry whose answer is "always" stops as a `PolicyEditDue`."""
         if policy_error is not None:  # the shim's --policy went bad after it started: refuse, never guess
             verdict = Verdict(
                 "deny", "policy.unreadable", f"this server's policy cannot be loaded: {policy_error}"
@@ -143,33 +141,33 @@ class Decider:
             verdict = Verdict("deny", "call.invalid_arguments", str(invalid))
         else:
             verdict = self.engine.decide(call, now, policy)
-        out = Decision(events=list(verdict.events))
+        out = TrailBuilder(verdict.events)
         self._expire(out, now)
-        retried = request_state is not None or input_response is not None
-        if retried and self._retry(out, call, verdict, policy, request_state, input_response, now):
-            return out  # else the question changed since it was asked: a new ask, with the new reason
+        if request_state is not None or input_response is not None:
+            settled = self._retry(out, call, verdict, policy, request_state, input_response, now)
+            if settled is not None:
+                return settled  # else the question changed since it was asked: a new ask, with the new reason
         if verdict.verdict != "ask":
-            out.verdict = verdict
-            return out
+            return out.call(verdict)
         timeout = policy.settings.approval_timeout
         binding = self._binding(call, verdict)
         pending = self._open_code(out, call, verdict, policy, binding, timeout, now, random_bytes)
         if pending is None:  # full (see ap.MAX_PENDING): no code that would not exist
-            out.verdict = Verdict(
-                "deny",
-                "approval.full",
-                f"{verdict.reason.rstrip('.')}. It was not asked: {ap.MAX_PENDING} questions are already "
-                "open (bouncerctl pending lists them); answer them or let them expire, then retry",
-                destination=verdict.destination,
-                parameter=verdict.parameter,
-                provenance=verdict.provenance,
+            return out.call(
+                Verdict(
+                    "deny",
+                    "approval.full",
+                    f"{verdict.reason.rstrip('.')}. It was not asked: {ap.MAX_PENDING} questions are already "
+                    "open (bouncerctl pending lists them); answer them or let them expire, then retry",
+                    destination=verdict.destination,
+                    parameter=verdict.parameter,
+                    provenance=verdict.provenance,
+                )
             )
-            return out
         nonce = f"{pending.code}:{random_bytes(8).hex()}"
-        out.ask = Ask(pending, timeout, binding, ap.mint_state(self.secret, binding, nonce, now))
+        ask = Ask(pending, timeout, binding, ap.mint_state(self.secret, binding, nonce, now))
         reason = f"{verdict.reason.rstrip('.')}. {self.phrasing.code_hint(pending.code, pending.expires)}"
-        out.verdict = dataclasses.replace(verdict, reason=reason)
-        return out
+        return out.call(dataclasses.replace(verdict, reason=reason), ask)
 
     @staticmethod
     def _binding(call: ToolCall, verdict: Verdict) -> ap.Binding:
@@ -180,7 +178,7 @@ class Decider:
 
     def _open_code(
         self,
-        out: Decision,
+        out: TrailBuilder,
         call: ToolCall,
         verdict: Verdict,
         policy: Policy,
@@ -215,45 +213,46 @@ class Decider:
 
     def _retry(
         self,
-        out: Decision,
+        out: TrailBuilder,
         call: ToolCall,
         verdict: Verdict,
         policy: Policy,
         state: str | None,
         response: Mapping[str, Any] | None,
         now: float,
-    ) -> bool:
-        """Settle a 2026-07-28 retry (True), or find that its question no longer holds (False: the call
-        is to be asked about again, as `verdict` says now)."""
+    ) -> CallVerdict | PolicyEditDue | None:
+        """Settle a 2026-07-28 retry, or find that its question no longer holds (None: the call is to
+        be asked about again, as `verdict` says now)."""
         expected = self._binding(call, verdict)
+        check: ap.StateCheck
         if state is None:
-            check = ap.StateCheck(False, "an answer came without its requestState")
+            check = ap.StateRefused("an answer came without its requestState")
         else:
             check = ap.check_state(self.secret, state, expected, self.approvals.used_nonces, now)
-        if not check.ok or check.nonce is None or check.binding is None:
-            self._record(
-                out,
-                "approval.bad_state",
-                expected,
-                f"a retry's requestState was refused: {check.reason}",
-                channel=CHANNEL_INPUT_REQUIRED,
-                request_id=call.request_id,
+        if isinstance(check, ap.StateRefused):
+            out.records.append(
+                approval_record(
+                    "approval.bad_state",
+                    expected,
+                    f"a retry's requestState was refused: {check.reason}",
+                    channel=CHANNEL_INPUT_REQUIRED,
+                    request_id=call.request_id,
+                )
             )
-            out.verdict = Verdict(
-                "deny",
-                "approval.bad_state",
-                f"the approval carried by this retry was refused ({check.reason}); nothing was approved",
-                verdict.destination,
-                verdict.parameter,
+            return out.call(
+                Verdict(
+                    "deny",
+                    "approval.bad_state",
+                    f"the approval carried by this retry was refused ({check.reason}); nothing was approved",
+                    verdict.destination,
+                    verdict.parameter,
+                )
             )
-            return True
-        assert check.expires is not None
         self._commit(out, [ap.nonce_used_event(check.nonce, check.expires)])
         code = check.nonce.split(":", 1)[0]
         if verdict.verdict != "ask":
             self._close(out, code, "settled")
-            out.verdict = verdict  # a deny stands whatever a person said; an allow needs no approval
-            return True
+            return out.call(verdict)  # a deny stands whatever a person said; an allow needs no approval
         pending = self.approvals.pending.get(code)
         asked = pending.created if pending is not None else check.expires - ap.STATE_TTL_SECONDS
         seen = verdict.provenance.ts if verdict.provenance is not None else None
@@ -261,27 +260,29 @@ class Decider:
             seen is not None and seen >= asked
         ):
             self._close(out, code, "superseded")
-            self._record(
-                out,
-                "approval.stale",
-                check.binding,
-                f"the answer to code {code} came for a question that no longer holds: {verdict.reason}; "
-                f"asked again",
-                channel=CHANNEL_INPUT_REQUIRED,
-                code=code,
-                request_id=call.request_id,
+            out.records.append(
+                approval_record(
+                    "approval.stale",
+                    check.binding,
+                    f"the answer to code {code} came for a question that no longer holds: {verdict.reason}; "
+                    f"asked again",
+                    channel=CHANNEL_INPUT_REQUIRED,
+                    code=code,
+                    request_id=call.request_id,
+                )
             )
-            return False
+            return None
         if pending is not None:
             trustable = pending.destinations
         else:
             classified = self.engine.classify_destinations(call, policy)
             trustable = self._trustable(self.phrasing.question(call, verdict, classified)[2])
         action, choice = from_elicit_result(response)
-        self._settle_answer(
-            out, check.binding, trustable, action, choice, CHANNEL_INPUT_REQUIRED, code, call.request_id, now
-        )
-        return True
+        context = AnswerContext(CHANNEL_INPUT_REQUIRED, code, call.request_id, action)
+        settled = self._settle_answer(out, check.binding, trustable, choice, context, now)
+        if isinstance(settled, PolicyEdit):
+            return out.edit_due(settled)
+        return out.call(settled)
 
     # ---- answers -------------------------------------------------------------------------------
 
@@ -294,72 +295,64 @@ class Decider:
         choice: Any,
         request_id: Any,
         now: float,
-    ) -> Decision:
+    ) -> AnswerVerdict | PolicyEditDue | Refusal:
         """Op ``answer``: what a person said to an elicitation, from the shim of `session`/`server`."""
-        out = Decision()
+        out = TrailBuilder()
         self._expire(out, now)
         if action not in ACTIONS or (choice is not None and choice not in CHOICES):
-            out.refusal = (
-                "bad_answer",
-                f"action must be one of {ACTIONS} and choice one of {CHOICES} or nil",
+            return out.refuse(
+                "bad_answer", f"action must be one of {ACTIONS} and choice one of {CHOICES} or nil"
             )
-            return out
-        code = out.code = ap.normalise_code(typed_code) or ""
+        code = ap.normalise_code(typed_code) or ""
         pending = self.approvals.pending.get(code)
         if pending is not None and (pending.binding.session, pending.binding.server) != (session, server):
-            self._record(
-                out,
-                "approval.refused",
-                pending.binding,
-                f"a shim of session {session!r}, server {server!r} answered for this code",
-                channel=CHANNEL_ELICITATION,
-                code=code,
+            out.records.append(
+                approval_record(
+                    "approval.refused",
+                    pending.binding,
+                    f"a shim of session {session!r}, server {server!r} answered for this code",
+                    channel=CHANNEL_ELICITATION,
+                    code=code,
+                )
             )
-            out.refusal = ("not_yours", "this code belongs to another session or server")
-            return out
+            return out.refuse("not_yours", "this code belongs to another session or server")
         if pending is None:
             why = self.closed.get(code, "unknown")
-            out.verdict = Verdict(
+            closed = Verdict(
                 "deny",
                 "approval.closed",
                 f"this question is no longer open ({why}); nothing was approved. "
                 f"Retry the call to be asked again",
             )
-            return out
-        out.binding = pending.binding
+            return out.answer(closed, code, None)
+        binding = pending.binding
         stale = self._tainted_since_asked(pending) if action == "accept" else None
         if stale is not None:
             self._close(out, code, "superseded")
-            self._record(
-                out,
-                "approval.stale",
-                pending.binding,
-                f"a person said yes to code {code}, but {stale}; the call was decided again and denied",
-                channel=CHANNEL_ELICITATION,
-                code=code,
-                request_id=request_id,
+            out.records.append(
+                approval_record(
+                    "approval.stale",
+                    binding,
+                    f"a person said yes to code {code}, but {stale}; the call was decided again and denied",
+                    channel=CHANNEL_ELICITATION,
+                    code=code,
+                    request_id=request_id,
+                )
             )
-            out.verdict = Verdict(
+            denied = Verdict(
                 "deny",
                 "approval.stale",
                 f"{stale}, after the person was asked, so their yes does not cover this call; "
                 f"retry it to be decided again",
-                pending.binding.destination,
-                pending.binding.parameter,
+                binding.destination,
+                binding.parameter,
             )
-            return out
-        self._settle_answer(
-            out,
-            pending.binding,
-            pending.destinations,
-            action,
-            choice,
-            CHANNEL_ELICITATION,
-            code,
-            request_id,
-            now,
-        )
-        return out
+            return out.answer(denied, code, binding)
+        context = AnswerContext(CHANNEL_ELICITATION, code, request_id, action)
+        settled = self._settle_answer(out, binding, pending.destinations, choice, context, now)
+        if isinstance(settled, PolicyEdit):
+            return out.edit_due(settled)
+        return out.answer(settled, code, binding)
 
     def _tainted_since_asked(self, pending: ap.Pending) -> str | None:
         """Why the question of `pending` no longer holds (a destination it names turned up in untrusted
@@ -387,39 +380,32 @@ class Decider:
 
     def _settle_answer(
         self,
-        out: Decision,
+        out: TrailBuilder,
         binding: ap.Binding,
         trustable: Sequence[str],
-        action: str,
         choice: str | None,
-        channel: str,
-        code: str,
-        request_id: Any,
+        context: AnswerContext,
         now: float,
-    ) -> None:
+    ) -> Verdict | PolicyEdit:
         """accept + once allows this very call; session also trusts the call's untrusted destinations for
-        the session; always also adds them to policy.yaml (`policy_edit`); decline closes the code;
-        cancel and timeout deny but leave the code open for bouncerctl."""
+        the session; always also adds them to policy.yaml (the `PolicyEdit` to make first); decline
+        closes the code; cancel and timeout deny but leave the code open for bouncerctl."""
+        action, code = context.action, context.code
         pending = self.approvals.pending.get(code)
-        context = {"channel": channel, "code": code, "request_id": request_id, "action": action}
-        if action == "accept" and choice in LASTS:
-            assert choice is not None
+        if action == "accept" and choice is not None and choice in LASTS:
             scope: Scope = scope_of(choice) if trustable else "once"
             if scope == "always":
-                out.policy_edit = PolicyEdit(binding, tuple(trustable), code, context)
-                return
-            out.verdict = self._grant(out, binding, trustable, scope, choice, code, context, now)
-            return
+                return PolicyEdit(binding, tuple(trustable), context)
+            return self._grant(out, binding, trustable, scope, choice, context, now)
         if action in ("cancel", "timeout"):
             rule = "approval.timeout" if action == "timeout" else "approval.declined"
             said = "nobody answered in time" if action == "timeout" else "the question was dismissed"
             still = f"; code {code} stays open" if pending is not None else ""
             hint = f" {self.phrasing.code_hint(code, pending.expires)}" if pending is not None else ""
-            self._record(out, rule, binding, said + still, **context)
-            out.verdict = Verdict(
+            out.records.append(approval_record(rule, binding, said + still, **context.how()))
+            return Verdict(
                 "deny", rule, f"{said}, so this call is denied.{hint}", binding.destination, binding.parameter
             )
-            return
         self._close(out, code, "declined")
         if action == "decline":
             said = "a person declined the question"
@@ -427,59 +413,58 @@ class Decider:
             said = "a person chose Deny"
         else:  # accept without a choice the form offered: nobody allowed anything
             said = f"an answer with no choice the form offered (action {action!r}, choice {choice!r})"
-        self._record(out, "approval.declined", binding, f"{said}, so the call is not allowed", **context)
-        out.verdict = Verdict(
+        reason = f"{said}, so the call is not allowed"
+        out.records.append(approval_record("approval.declined", binding, reason, **context.how()))
+        return Verdict(
             "deny", "approval.declined", "a person declined this call; do not retry it", binding.destination
         )
 
-    def after_policy_edit(self, edit: PolicyEdit, error: str | None, now: float) -> Decision:
+    def after_policy_edit(self, edit: PolicyEdit, error: str | None, now: float) -> AnswerVerdict:
         """Finish an "always" answer once policy.yaml was edited and reloaded (`error` None) or not."""
-        out = Decision(binding=edit.binding)
-        binding = edit.binding
-        if error is not None:
-            self._record(out, "approval.always_failed", binding, error, **edit.context)
-            pending = self.approvals.pending.get(edit.code)
-            hint = f" {self.phrasing.code_hint(edit.code, pending.expires)}" if pending is not None else ""
-            out.verdict = Verdict(
-                "deny",
-                "approval.always_failed",
-                f"a person chose to always allow this, but the policy could not be updated "
-                f"({error}); nothing was approved.{hint}",
-                binding.destination,
-                binding.parameter,
-            )
-            return out
-        out.verdict = self._grant(
-            out, binding, edit.destinations, "always", "always", edit.code, edit.context, now
+        out = TrailBuilder()
+        binding, code = edit.binding, edit.context.code
+        if error is None:
+            granted = self._grant(out, binding, edit.destinations, "always", "always", edit.context, now)
+            return out.answer(granted, code, binding)
+        out.records.append(approval_record("approval.always_failed", binding, error, **edit.context.how()))
+        pending = self.approvals.pending.get(code)
+        hint = f" {self.phrasing.code_hint(code, pending.expires)}" if pending is not None else ""
+        failed = Verdict(
+            "deny",
+            "approval.always_failed",
+            f"a person chose to always allow this, but the policy could not be updated "
+            f"({error}); nothing was approved.{hint}",
+            binding.destination,
+            binding.parameter,
         )
-        return out
+        return out.answer(failed, code, binding)
 
     def _grant(
         self,
-        out: Decision,
+        out: TrailBuilder,
         binding: ap.Binding,
         trustable: Sequence[str],
         scope: Scope,
         choice: str,
-        code: str,
-        context: Mapping[str, Any],
+        context: AnswerContext,
         now: float,
     ) -> Verdict:
-        self._close(out, code, "approved")
+        self._close(out, context.code, "approved")
         if scope != "once":
             self._commit(
                 out, [ap.grant_event(scope, dataclasses.replace(binding, destination=d)) for d in trustable]
             )
         lasts = LASTS[scope] if scope == choice else "this call (it names nothing that can be trusted longer)"
-        self._record(
-            out,
-            "approval.granted",
-            binding,
-            f"a person allowed this call; lasts: {lasts}",
-            scope=scope,
-            lasts=lasts,
-            destinations=list(trustable) if scope != "once" else None,
-            **context,
+        out.records.append(
+            approval_record(
+                "approval.granted",
+                binding,
+                f"a person allowed this call; lasts: {lasts}",
+                scope=scope,
+                lasts=lasts,
+                destinations=list(trustable) if scope != "once" else None,
+                **context.how(),
+            )
         )
         return Verdict(
             "allow",
@@ -491,34 +476,35 @@ class Decider:
 
     # ---- bouncerctl ----------------------------------------------------------------------------
 
-    def find_code(self, typed: str, now: float) -> Decision:
-        """The open code a ctl op names (`found`), or the refusal (wrong codes counted and audited)."""
-        out = Decision()
+    def find_code(self, typed: str, now: float) -> CodeFound | Refusal:
+        """The open code a ctl op names, or the refusal (wrong codes counted and audited)."""
+        out = TrailBuilder()
         self._expire(out, now)
         if self.approvals.rate_limited(now):
-            self._record(
-                out,
-                "approval.refused",
-                None,
-                f"too many wrong codes in {ap.WRONG_CODE_WINDOW_SECONDS:g}s; refused an approve op",
-                channel=CHANNEL_CODE,
+            out.records.append(
+                approval_record(
+                    "approval.refused",
+                    None,
+                    f"too many wrong codes in {ap.WRONG_CODE_WINDOW_SECONDS:g}s; refused an approve op",
+                    channel=CHANNEL_CODE,
+                )
             )
-            out.refusal = (
+            return out.refuse(
                 "rate_limited",
                 f"too many wrong codes in the last {ap.WRONG_CODE_WINDOW_SECONDS:g} seconds; "
                 f"nothing is approved until that passes",
             )
-            return out
         code = ap.normalise_code(typed)
         pending = self.approvals.pending.get(code) if code else None
         if pending is not None:
-            out.found = pending
-            return out
+            return out.found(pending)
         why = self.closed.get(code or "", "unknown")
         self._commit(out, [ap.wrong_code_event(now)])
         shown = code or canon.visible(typed[:20])
-        self._record(
-            out, "approval.wrong_code", None, f"code {shown!r} is not open ({why})", channel=CHANNEL_CODE
+        out.records.append(
+            approval_record(
+                "approval.wrong_code", None, f"code {shown!r} is not open ({why})", channel=CHANNEL_CODE
+            )
         )
         message = {
             "expired": f"code {shown} has expired; retry the call to get a new one",
@@ -526,23 +512,23 @@ class Decider:
             "declined": f"code {shown} was declined",
             "settled": f"code {shown} was already settled",
         }.get(why, f"no open code {shown}")
-        out.refusal = ("unknown_code" if why == "unknown" else why, message)
-        return out
+        return out.refuse("unknown_code" if why == "unknown" else why, message)
 
-    def approve(self, found: ap.Pending, now: float) -> Decision:
+    def approve(self, found: ap.Pending, now: float) -> Trail:
         """`bouncerctl approve`: one retry of exactly the bound call (the engine's ``approval.once``)."""
-        out = Decision(found=found)
+        out = TrailBuilder()
         grant = ap.once_grant_event(found.binding, found.created, found.rule, now + ap.ONCE_GRANT_TTL_SECONDS)
         self._commit(out, [grant])
         self._close(out, found.code, "approved")
-        self._record(
-            out,
-            "approval.granted",
-            found.binding,
-            f"a person approved code {found.code} in a terminal; lasts: one retry of this exact call",
-            channel=CHANNEL_CODE,
-            code=found.code,
-            scope="once",
-            lasts="one retry of this exact call",
+        out.records.append(
+            approval_record(
+                "approval.granted",
+                found.binding,
+                f"a person approved code {found.code} in a terminal; lasts: one retry of this exact call",
+                channel=CHANNEL_CODE,
+                code=found.code,
+                scope="once",
+                lasts="one retry of this exact call",
+            )
         )
-        return out
+        return out.trail()

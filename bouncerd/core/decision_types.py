@@ -1,8 +1,16 @@
 """What a decision returns, and the words a person's answer is made of.
 
-`decision.Decider` returns a `Decision` for every op it decides; the daemon's server reads it (the
-verdict or the refusal, the engine events to journal, the audit records to write, the code to
-notify) and decides nothing of its own. The answer's vocabulary (`ACTIONS`, `CHOICES`, how long each
+`decision.Decider` returns one result type per outcome, so the type says what the server may read:
+a `CallVerdict` (a call judged: the verdict, and an ask's code), an `AnswerVerdict` (a person's
+answer settled: the verdict and the call it was about), a `PolicyEditDue` (an "always" answer
+that stands only once policy.yaml is edited), a `Refusal` (the op is refused: no verdict), a
+`CodeFound` (the open code a bouncerctl op names) or a bare `Trail` (an approval or an expiry). Each
+is a `Trail`: the engine events it produced (already applied, for the server to journal in order),
+the typed audit records to write before any verdict's line, and the code it opened, if any. The
+server reads these and decides nothing of its own. While a decision runs, a `TrailBuilder` gathers
+what it leaves and builds the result once, at the end; `approval_record` is the one builder of an
+``approval.*`` record (`auditrecords.ApprovalRecord`: the bound call, then how, each field checked
+by mypy where the record is made). The answer's vocabulary (`ACTIONS`, `CHOICES`, how long each
 choice lasts, `from_elicit_result`) is shared by the decision and the server that relays the
 question, so it is written once, here.
 """
@@ -10,12 +18,13 @@ question, so it is written once, here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from bouncerd.core import approvals as ap
+from bouncerd.core.auditrecords import ApprovalHow, ApprovalRecord, BoundCall
 from bouncerd.core.events import EngineEvent
-from bouncerd.core.model import ToolCall, Verdict
+from bouncerd.core.model import JsonRpcId, ToolCall, Verdict
 from bouncerd.core.sinkgate import Classified
 
 CHANNEL_ELICITATION = "elicitation"
@@ -31,7 +40,6 @@ LASTS: dict[str, str] = {
 }
 
 RandomBytes = Callable[[int], bytes]  # n random bytes (secrets.token_bytes)
-AuditFields = dict[str, Any]  # one audit record, without its chain fields
 
 
 class Phrasing(Protocol):
@@ -56,28 +64,145 @@ class Ask:
     request_state: str
 
 
+class AnswerHow(TypedDict):
+    """The part of `auditrecords.ApprovalHow` every record of an answer's settlement has."""
+
+    channel: str
+    code: str
+    request_id: JsonRpcId
+    action: str
+
+
+@dataclass(frozen=True)
+class AnswerContext:
+    """How an answer came, as every record of its settlement names it."""
+
+    channel: str  # elicitation, input_required (a retry's requestState) or code (bouncerctl)
+    code: str
+    request_id: JsonRpcId
+    action: str  # accept, decline, cancel, timeout
+
+    def how(self) -> AnswerHow:
+        """As every record of the settlement names it."""
+        return {
+            "channel": self.channel,
+            "code": self.code,
+            "request_id": self.request_id,
+            "action": self.action,
+        }
+
+
 @dataclass(frozen=True)
 class PolicyEdit:
     """An "always" answer waiting for its destinations to be added to policy.yaml."""
 
     binding: ap.Binding
     destinations: tuple[str, ...]
-    code: str
-    context: Mapping[str, Any]  # channel, code, request_id, action: every record of the answer has them
+    context: AnswerContext
 
 
-@dataclass
-class Decision:
-    verdict: Verdict | None = None
-    events: list[EngineEvent] = field(default_factory=list)  # applied to the engine; journal in order
-    records: list[AuditFields] = field(default_factory=list)  # audit in order, before the verdict's line
-    ask: Ask | None = None  # an ask: its code and requestState
+@dataclass(frozen=True, kw_only=True)
+class Trail:
+    """What every decision leaves, whatever its outcome; `expire` and `approve` leave only this."""
+
+    events: tuple[EngineEvent, ...] = ()  # applied to the engine; journal in order
+    records: tuple[ApprovalRecord, ...] = ()  # audit in order, before any verdict's line
     opened: ap.Pending | None = None  # a code minted by this decision: a person is to be notified
-    binding: ap.Binding | None = None  # the call an answer was about
-    code: str = ""  # the code an answer named, as normalised ("" if it is not a code)
-    found: ap.Pending | None = None  # find_code: the open code named
-    refusal: tuple[str, str] | None = None  # (error code, message): the op is refused, no verdict
-    policy_edit: PolicyEdit | None = None  # stopped here: see after_policy_edit
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallVerdict(Trail):
+    """`decide_call`: the verdict on a call, and for an ask its open code and requestState."""
+
+    verdict: Verdict
+    ask: Ask | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswerVerdict(Trail):
+    """`decide_answer` and `after_policy_edit`: the verdict a person's answer settled."""
+
+    verdict: Verdict
+    code: str  # the code the answer named, as normalised ("" if it is not a code)
+    binding: ap.Binding | None  # the call the code was about; None when no such code is open
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyEditDue(Trail):
+    """An "always" answer stopped before its verdict: the server edits policy.yaml, reloads it and
+    hands the outcome to `Decider.after_policy_edit`, which returns the `AnswerVerdict`."""
+
+    policy_edit: PolicyEdit
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refusal(Trail):
+    """The op is refused, with no verdict: (error code, message) for the error reply."""
+
+    refusal: tuple[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeFound(Trail):
+    """`find_code`: the open code a bouncerctl op names."""
+
+    found: ap.Pending
+
+
+def approval_record(
+    rule: str, binding: ap.Binding | None, reason: str, **how: Unpack[ApprovalHow]
+) -> ApprovalRecord:
+    """The one builder of an ``approval.*`` audit record: the bound call where there is one, then
+    how it came about, in the order given."""
+    bound: BoundCall = {}
+    if binding is not None:
+        bound = {
+            "session": binding.session,
+            "server": binding.server,
+            "tool": binding.tool,
+            "destination": binding.destination,
+            "arguments_sha256": binding.digest,
+        }
+    return {"verdict": None, "rule": rule, "reason": reason, **bound, **how}
+
+
+class TrailFields(TypedDict):
+    """The fields every result type takes from its `Trail`."""
+
+    events: tuple[EngineEvent, ...]
+    records: tuple[ApprovalRecord, ...]
+    opened: ap.Pending | None
+
+
+class TrailBuilder:
+    """What a decision leaves while it runs (events, records, the code it opened); each outcome's
+    result type is built from it once, at the end."""
+
+    def __init__(self, events: Sequence[EngineEvent] = ()) -> None:
+        self.events: list[EngineEvent] = list(events)
+        self.records: list[ApprovalRecord] = []
+        self.opened: ap.Pending | None = None
+
+    def _left(self) -> TrailFields:
+        return {"events": tuple(self.events), "records": tuple(self.records), "opened": self.opened}
+
+    def trail(self) -> Trail:
+        return Trail(**self._left())
+
+    def call(self, verdict: Verdict, ask: Ask | None = None) -> CallVerdict:
+        return CallVerdict(**self._left(), verdict=verdict, ask=ask)
+
+    def answer(self, verdict: Verdict, code: str, binding: ap.Binding | None) -> AnswerVerdict:
+        return AnswerVerdict(**self._left(), verdict=verdict, code=code, binding=binding)
+
+    def edit_due(self, edit: PolicyEdit) -> PolicyEditDue:
+        return PolicyEditDue(**self._left(), policy_edit=edit)
+
+    def refuse(self, error: str, message: str) -> Refusal:
+        return Refusal(**self._left(), refusal=(error, message))
+
+    def found(self, pending: ap.Pending) -> CodeFound:
+        return CodeFound(**self._left(), found=pending)
 
 
 def scope_of(choice: str) -> Scope:

@@ -56,6 +56,9 @@ MAX_WHOLE_CHARS = 200  # a field value this long can be a title someone copies w
 MIN_DICTATED_CHARS = 16  # a title of a few words; shorter content ("Meeting") is said by anyone
 MIN_DICTATED_WORDS = 3
 MAX_DICTATED_CHARS = 512  # longer content is a body, read by the taint gate for what it carries
+# What names an object the prompt asked for: a title the text chose ("the event title should be …") is
+# the text's call; its other values (a location, a description) are facts an agent copies as it should.
+TITLE_WORDS = frozenset({"title", "subject", "summary", "name", "topic", "headline"})
 MAX_READ_BYTES = 1 << 20  # read on the event loop: a 1 MB output parses in a few milliseconds
 MAX_SCOPE_PROSE_CHARS = 1 << 20  # prose kept per scope (the newest): a lookup searches it all, ~1 ms/MB
 MAX_WHOLE_NAMES = 20_000  # whole values kept per scope: a member list of thousands, with room

@@ -71,12 +71,83 @@ _QUOTED = re.compile(r"(['\"`‘“])([^'\"`‘’“”\n]{1,80}?)(['\"`’”]
 _ID_VALUE = r"[ \t]*[:=#]?[ \t]*['\"`‘“]?([a-z0-9][\w.-]{0,39})"
 _ID_REF = re.compile(r"(?:ids|id|number|num|no)\b\.?" + _ID_VALUE)  # one pass over the text
 _HASH_REF = re.compile("#" + _ID_VALUE)
-_CAPITAL_START = re.compile(r"\b[A-Z][A-Za-z0-9_'&-]*[ \t]+[A-Z]")
+# `\b[A-Z]…` written with the word boundary checked after the capital (`(?<!\w[A-Z])`): a pattern that
+# opens with a character class is searched by skipping to that class at C speed, one that opens with
+# `\b` is tried at every position (the whole pure scan of a non-ASCII text took ~10x as long).
+_CAPITAL_START = re.compile(r"[A-Z](?<!\w[A-Z])[A-Za-z0-9_'&-]*[ \t]+[A-Z]")
 _CAPITAL_RUN = re.compile(r"[A-Z][\w'&-]*(?:[ \t]+[A-Z][\w'&-]*)+")
 _CODE_CANDIDATE = re.compile(r"\b[A-Za-z-]*[0-9_][\w-]*", re.ASCII)
 _CODE_WORD = re.compile(r"(?=[\w-]*[A-Za-z])[\w-]{6,64}")
 _NOT_BEFORE_CODE = frozenset("@./:-")
 _NOT_AFTER_CODE = frozenset("@/-")
+
+
+_ID_WORD_STARTS: Final = ("id", "no", "nu")  # every word of `_ID_REF` starts with one of these
+
+
+def _id_refs(low: str) -> list[re.Match[str]]:
+    """`_ID_REF.finditer(low)`, tried only where an id word can start: the search would try the
+    pattern at every "i" and "n" of the text (a few hundred times in a page of prose), while a
+    substring search finds the few "id", "no" and "nu" at C speed. Tried in order, each after the
+    last match's end, as `finditer` does (a match is never empty)."""
+    found: list[re.Match[str]] = []
+    nexts = [low.find(word) for word in _ID_WORD_STARTS]
+    end = 0
+    while True:
+        p = -1
+        which = 0
+        for k in range(len(nexts)):
+            if nexts[k] >= 0 and (p < 0 or nexts[k] < p):
+                p, which = nexts[k], k
+        if p < 0:
+            return found
+        nexts[which] = low.find(_ID_WORD_STARTS[which], p + 1)
+        if p < end or not _may_start_id_word(low, p, which):
+            continue
+        m = _ID_REF.match(low, p)
+        if m is not None:
+            found.append(m)
+            end = m.end()
+
+
+def _word_ends(low: str, q: int) -> bool:
+    """Whether a word ends before `low[q]`: the pattern's word boundary after a letter (no word
+    character, as `re` counts them, follows)."""
+    return q >= len(low) or not (low[q].isalnum() or low[q] == "_")
+
+
+def _may_start_id_word(low: str, p: int, which: int) -> bool:
+    """Whether a word of `_ID_REF` ends at a word boundary from `p`, where `_ID_WORD_STARTS[which]`
+    starts: without one the pattern cannot match there ("not", "did", "continue" are most of them)."""
+    if which == 0:
+        return _word_ends(low, p + 2) or (low.startswith("ids", p) and _word_ends(low, p + 3))
+    if which == 1:
+        return _word_ends(low, p + 2)
+    return (low.startswith("num", p) and _word_ends(low, p + 3)) or (
+        low.startswith("number", p) and _word_ends(low, p + 6)
+    )
+
+
+# A code-like word holds a digit or an underscore; the chunks (of `str.split()`) that hold one are
+# found from it, not by splitting the whole text (a string object for every word).
+_CODE_MARK = re.compile(r"[0-9_]")
+
+
+def _code_chunks(text: str) -> list[str]:
+    """The whitespace-separated chunks of `text`, as `text.split()` cuts them, that hold a digit or an
+    underscore, in order."""
+    chunks: list[str] = []
+    n = len(text)
+    m = _CODE_MARK.search(text)
+    while m is not None:
+        a, b = m.start(), m.end()
+        while a > 0 and not text[a - 1].isspace():
+            a -= 1
+        while b < n and not text[b].isspace():
+            b += 1
+        chunks.append(text[a:b])
+        m = _CODE_MARK.search(text, b)
+    return chunks
 
 
 _LIST_MARKS = " \t-*•·>#0123456789.):"
@@ -130,7 +201,7 @@ def candidates(text: str) -> list[str]:
         if span and len(span) <= MAX_SAID_CHARS and len(span.split()) <= MAX_SAID_WORDS:
             found.append(span)
     low = text.lower()
-    for m in _ID_REF.finditer(low):
+    for m in _id_refs(low):
         a = m.start()
         if not (a and (low[a - 1].isalnum() or low[a - 1] == "_")):
             found.append(m.group(1).rstrip(".-"))
@@ -143,8 +214,8 @@ def candidates(text: str) -> list[str]:
         words = m.group(0).split()
         for n in range(2, min(MAX_SAID_WORDS, len(words)) + 1):
             found.extend(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
-    for chunk in text.split():  # a code-like word has a digit or an underscore: most words are skipped here
-        if len(chunk) < MIN_CODE_CHARS or chunk.isalpha():
+    for chunk in _code_chunks(text):  # a code-like word has a digit or an underscore
+        if len(chunk) < MIN_CODE_CHARS:
             continue
         for m in _CODE_CANDIDATE.finditer(chunk):
             word, a, b = m.group(0), m.start(), m.end()

@@ -110,7 +110,9 @@ def edits_in_place(tool: str) -> bool:
     return _verb_and_object(tool)[0] in _EDIT_VERBS and not _SENDING_WORDS.intersection(words(tool))
 
 
-def _where(prov: Provenance | None) -> str:
+def where(prov: Provenance | None) -> str:
+    """Where an untrusted destination was seen, as a reason says it ("in the output of mail/read_inbox
+    (request 7, field body)"); the sink gate and the carried-destination gate both word it so."""
     if prov is None:
         return "in earlier untrusted output (details evicted from memory)"
     tool = f"/{prov.tool}" if prov.tool else ""
@@ -276,7 +278,7 @@ def send_verdict(
                 "deny",
                 "sink.planted_name",
                 f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} is a plain name that "
-                f"appeared only inside text {_where(c.provenance)}, never as a name a listing or a "
+                f"appeared only inside text {where(c.provenance)}, never as a name a listing or a "
                 f"directory gave and never typed by you: the agent can only have it from that text. If it "
                 f"is really yours to send to, type it in your prompt",
                 destination=c.dest.value,
@@ -291,7 +293,7 @@ def send_verdict(
                 "deny",
                 "sink.tainted_destination",
                 f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r}{read_as(c.dest)} "
-                f"first appeared {_where(c.provenance)}; sending there could carry your data to whoever "
+                f"first appeared {where(c.provenance)}; sending there could carry your data to whoever "
                 f"planted it. If this destination is really yours, add it to trusted_destinations in "
                 f"your policy",
                 destination=c.dest.value,
@@ -304,7 +306,7 @@ def send_verdict(
                 "ask",
                 "sink.tainted_named_source",
                 f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} appeared in a source "
-                f"your prompt named ({c.provenance.named}), {_where(c.provenance)}; that source may carry "
+                f"your prompt named ({c.provenance.named}), {where(c.provenance)}; that source may carry "
                 f"an injection too, so a person must confirm it",
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
@@ -317,7 +319,7 @@ def send_verdict(
                 "ask",
                 rule,
                 f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} {what} "
-                f"{_where(c.provenance)}; a person must confirm it",
+                f"{where(c.provenance)}; a person must confirm it",
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
                 provenance=c.provenance,
@@ -509,7 +511,7 @@ def fetch_verdict(
                     "ask",
                     "fetch.named_source",
                     f"URL {shown(d.value)} in argument {d.parameter!r} is on a host that appeared in a "
-                    f"source your prompt named ({hit.provenance.named}), {_where(hit.provenance)}, with a "
+                    f"source your prompt named ({hit.provenance.named}), {where(hit.provenance)}, with a "
                     f"path or query that did not appear there; a person must confirm it",
                     destination=d.value,
                     parameter=d.parameter,
@@ -519,7 +521,7 @@ def fetch_verdict(
                 "deny",
                 "fetch.tainted_host_new_path",
                 f"URL {shown(d.value)} in argument {d.parameter!r}{read_as(d)} is on a host that first "
-                f"appeared {_where(hit.provenance)}, but with a path, query or fragment that did not "
+                f"appeared {where(hit.provenance)}, but with a path, query or fragment that did not "
                 f"appear there: {what} it could smuggle your data out in the URL",
                 destination=d.value,
                 parameter=d.parameter,
@@ -533,7 +535,7 @@ def fetch_verdict(
                         "deny",
                         "fetch.carries_tainted",
                         f"URL {shown(d.value)} in argument {d.parameter!r} carries {shown(key)} (in its host "
-                        f"name, path or query), which first appeared {_where(carried.provenance)}: {what} it "
+                        f"name, path or query), which first appeared {where(carried.provenance)}: {what} it "
                         f"would hand that name, and whatever rides with it, to whoever planted it",
                         destination=d.value,
                         parameter=d.parameter,
@@ -558,20 +560,15 @@ def fetch_verdict(
     )
 
 
-# What names an object the prompt asked for: a title the text chose ("the event title should be …") is
-# the text's call; its other values (a location, a description) are facts an agent copies as it should.
-_TITLE_WORDS = frozenset({"title", "subject", "summary", "name", "topic", "headline"})
-
-
 def _dictated(
     arguments: Mapping[str, Any], trust: Trust, seen: names.ScopeNames, titles_only: bool
 ) -> Verdict | None:
     """A send with no destination to check whose content an untrusted text dictated: an argument copied
     verbatim from prose the prompt did not name is denied (the attacker wrote the call); from a source
     the prompt named, asked with that source. Content the user typed, or the agent wrote, is neither.
-    `titles_only`: the prompt asked for this object, so only its title (`_TITLE_WORDS`) is read."""
+    `titles_only`: the prompt asked for this object, so only its title (`names.TITLE_WORDS`) is read."""
     for d in leaves(arguments):
-        if titles_only and not _TITLE_WORDS.intersection(words(d.parameter.rsplit(".", 1)[-1])[-1:]):
+        if titles_only and not names.TITLE_WORDS.intersection(words(d.parameter.rsplit(".", 1)[-1])[-1:]):
             continue
         if not names.is_content(d.value) or trusted_reason(d, trust) is not None:
             continue
@@ -583,7 +580,7 @@ def _dictated(
                 "ask",
                 "sink.no_destination",
                 f"this call names no destination Bouncer can check, and argument {d.parameter!r} is "
-                f"copied from a source your prompt named ({prov.named}), {_where(prov)}; that source may "
+                f"copied from a source your prompt named ({prov.named}), {where(prov)}; that source may "
                 f"carry an injection too, so a person must confirm it",
                 parameter=d.parameter,
                 provenance=prov,
@@ -592,7 +589,7 @@ def _dictated(
             "deny",
             "sink.dictated_content",
             f"this call names no destination Bouncer can check, and argument {d.parameter!r} is copied "
-            f"word for word from text {_where(prov)} that your prompt did not point to: that text "
+            f"word for word from text {where(prov)} that your prompt did not point to: that text "
             f"dictated the call",
             parameter=d.parameter,
             provenance=prov,

@@ -7,7 +7,8 @@ every string in it is untrusted (results, errors, notifications, tool descriptio
 dict keys too). A walk lists each string with its field and class; then each distinct string is read
 through `tokens.key_tuple` (decoded, folded, tokenised) and its keys are merged. Where the output is
 structured (`structuredContent`, a text item that parses as JSON or YAML to a mapping or a list of
-mappings, or a text that opens with a mail header block) each string keeps its field path
+mappings, or a text that `textrecords` reads as a listing of records: Markdown, plain-text blocks,
+CSV, a mail header block) each string keeps its field path
 (`messages[0].sender`) and whether the field is an *identity* field (sender, to, participants,
 email, owner, iban, …: see `IDENTITY_PARTS`) or free text (body, description, subject, anything
 unknown, and all unstructured text). An identity value is also indexed whole (`"Mallory Smith"`).
@@ -29,8 +30,10 @@ across outputs more than `SEAM_CHARS` from the cut, or spelled letter by letter,
 or base32; base64 of UTF-16 or wrapped in lines shorter than `fold.MIN_BASE64_RUN`; nesting deeper
 than `fold.MAX_DECODE_ROUNDS`; text inside images; look-alikes outside `fold.CONFUSABLES` and
 `fold.READER_PUNCTUATION`. An attacker who
-controls a whole text result can dress it as JSON/YAML/mail headers with identity field names and
-turn a deny into an ask (never into an allow).
+controls a whole text result can dress it as JSON/YAML/mail headers/records with identity field
+names and turn a deny into an ask (never into an allow); one who controls one value of a listing
+can do so only by forging a whole record (`textrecords`). JSON and YAML whose keys repeat are read
+as text: the last value would win and hide the others.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from bouncerd.core import fold, said, shapes, tokens
+from bouncerd.core import fold, said, shapes, textrecords, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.shapes import DOMAIN_PREFIX, domain_keys
 from bouncerd.core.taint_index import (
@@ -103,10 +106,9 @@ MAX_IDENTITY_VALUE_CHARS = 320  # a longer value in an identity field is prose, 
 MAX_YAML_CHARS = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
 MAX_FIELD_PATH_CHARS = 200  # deeper paths are cut: nesting must not cost quadratic memory
 MAX_FIELD_NAME_WORDS = 4  # "Reply To", "Sent On Behalf Of": field names; a longer one is prose
-MAX_HEADER_LINES = 64  # a mail header block longer than this is not a header block
 MAX_BLOB_CHARS = 4 * 1024 * 1024  # resource blobs larger than this are not decoded as text
 
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YAML_LOADER: Any = textrecords.UniqueKeyLoader  # a repeated key would hide a value: not read as YAML
 
 # Field-name parts that mark a field as naming a party (a person, account, channel) rather than
 # carrying prose. A field is classified by its last classified part: `sender_email` is identity,
@@ -172,7 +174,6 @@ _YAML_START = re.compile(r"(?:---|- |[\w\"'][^:\n]{0,80}:(?:[ \t]|$))", re.M)
 # A top-level line that is not a key, a list item, a comment or a document marker: not a YAML mapping
 # (a mail with a header block and a body, say). Checked before paying for a YAML parse.
 _NOT_YAML_LINE = re.compile(r"^(?![ \t]|\r?$|#|---|\.\.\.|- |-\r?$|[^\s:#][^:\n]*:(?:[ \t]|\r?$)).", re.M)
-_HEADER_LINE = re.compile(r"([A-Za-z][A-Za-z0-9 _-]{0,40}):[ \t]*(.*)")
 
 
 class _Collector:
@@ -201,7 +202,7 @@ class _Collector:
             both = found.get(text)
             if both is None:
                 got = key_tuple(text)
-                if "/" in text:  # a link, with a scheme or without one
+                if "/" in text or (got and shapes.may_encode_link(text)):  # a link, maybe encoded
                     got = (*got, *shapes.exact_url_keys(text))
                 both = found[text] = (got, domain_keys(got) if got else ())
             got = both[0]
@@ -290,7 +291,7 @@ def parse_structured(text: str) -> Any | None:
     value: Any = None
     if s[0] in "{[":
         try:
-            value = json.loads(s)
+            value = json.loads(s, object_pairs_hook=textrecords.unique_pairs)
         except (ValueError, RecursionError):
             value = None
     elif len(s) <= MAX_YAML_CHARS and _YAML_START.match(s) and not _NOT_YAML_LINE.search(s):
@@ -299,30 +300,6 @@ def parse_structured(text: str) -> Any | None:
         except (yaml.YAMLError, RecursionError, ValueError, TypeError):
             value = None
     return value if _record_like(value) else None
-
-
-def _header_block(text: str) -> tuple[list[tuple[str, str]], str] | None:
-    """`From: …\\nTo: …\\n\\nbody` as ([(name, value)], body), if it names at least one party."""
-    headers: list[tuple[str, str]] = []
-    pos, end = 0, len(text)  # the current line starts at `pos`; past `end` there is none
-    for _ in range(MAX_HEADER_LINES + 1):
-        if pos > end:
-            break
-        eol = text.find("\n", pos)
-        if eol < 0:
-            eol = end
-        line = text[pos:eol].rstrip("\r")
-        if headers and line[:1] in (" ", "\t") and line.strip():
-            headers[-1] = (headers[-1][0], headers[-1][1] + " " + line.strip())
-        else:
-            m = _HEADER_LINE.fullmatch(line)
-            if m is None:
-                break
-            headers.append((m.group(1), m.group(2)))
-        pos = eol + 1
-    if len(headers) < 2 or not any(field_is_identity(name) for name, _ in headers):
-        return None
-    return headers, text[pos:]
 
 
 def _walk_structured(value: Any, collector: _Collector) -> None:
@@ -356,6 +333,8 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
                 ):
                     continue
                 cls = field_is_identity(name)
+                if cls is None and identity:
+                    cls = _inherits_identity(v)
                 children.append(
                     (
                         v,
@@ -384,18 +363,40 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
             sight((str(node), path or None, identity))
 
 
+# `Alice Smith <alice@x.example>`: a display name and one address, a destination by itself.
+_NAME_AND_ADDRESS = re.compile(r"[^<>\n]{0,80}<[^<>\s]+>")
+
+
+def _inherits_identity(value: Any) -> bool:
+    """Whether a value under a field whose own name says neither identity nor free text (`remarks`,
+    `bio`, `status`, `addr`) inherits the identity of the object it is in (`contact`, `user`, `owner`):
+    yes for a destination by itself (one token, or a name and an address) and for words with no
+    destination in them; no for prose around a destination ("Alice's new address is eve@…"), which
+    is free text whatever object it sits under, since anyone who can write the field can write it."""
+    if type(value) is not str:
+        return True
+    text = value.strip()
+    if len(text.split(None, 1)) < 2 or _NAME_AND_ADDRESS.fullmatch(text) is not None:
+        return True
+    return not tokens.key_tuple(text)
+
+
 def _text_item(text: str, collector: _Collector) -> None:
     parsed = parse_structured(text)
+    if parsed is not None and text.lstrip()[:1] not in "{[" and textrecords.is_header_mapping(parsed):
+        listing = textrecords.read(text, field_is_identity)  # a header block that is also YAML
+        if listing is not None:
+            for sighting in listing:
+                collector.sight(sighting)
+            return
     if parsed is not None:
         if collector.mirror is None or parsed != collector.mirror:  # a mirror has the same keys and paths
             _walk_structured(parsed, collector)
         return
-    block = _header_block(text) if ":" in text[:64] else None
-    if block is not None:
-        headers, body = block
-        for name, value in headers:
-            collector.sight((value, name.lower(), bool(field_is_identity(name))))
-        collector.sight((body, None, False))
+    listing = textrecords.read(text, field_is_identity)
+    if listing is not None:
+        for sighting in listing:
+            collector.sight(sighting)
         return
     collector.sight((text, None, False))
 

@@ -20,15 +20,8 @@ them in text, and these, which only output has:
 - **UNC path** (`\\\\evil.example\\share\\file`, starting a token): the keys of the URL
   `//evil.example/share/file`. A host without a share (`"\\\\n"` in escaped code) is not one, nor is
   a `\\\\` after a drive letter (`c:\\\\users`). A single-label host counts (`\\\\nas01\\share`).
-- **platform id** (Slack user, channel and team ids: `U04ABCDEF12`, `C0123ABCD`, `T0G9PQBBK`): one of
-  `PLATFORM_ID_TYPES` (u, c, w, g, t, d), a digit (every id Slack issues has one there), then letters
-  and digits, `PLATFORM_ID_MIN_CHARS` to `PLATFORM_ID_MAX_CHARS` in all, with at least two digits and
-  one letter after the type letter, as a whole token: at the start of the text or after a delimiter,
-  `@`, `#`, `:` or a symbol (not after `/`: a URL's path is keyed with its URL), and not followed by a
-  letter, digit, `@`, `+`, `-`, or by a `.` or `:` that goes on (`u04abcdef12.com` is a host); the
-  lower-case id. An id whose first digits are a phone-shaped run (`T01234567AB`) is found too.
-  Folding loses case, so a git short hash such as `c9af708b1a` is a key as well (measured: 15 a MB in
-  changelogs, none in mail-like text).
+- **platform id** (Slack user, channel and team ids: `U04ABCDEF12`): `numeric_tokens`, with the
+  phones and IBANs.
 - **handle / channel** (`@bob.smith`, `#general`) anywhere in a chunk, at its start or after a
   character that cannot end a local part, a path, an entity or a sigil (`cc:@bob`, `to=#ops-2`, not
   `x@bob`, `/#top`, `&#64;`, `sym@@ver`): the name without its sigil, so `channel: "general"` matches
@@ -58,7 +51,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Final
 
-from bouncerd.core import fold
+from bouncerd.core import decoders, fold
+from bouncerd.core.numeric_tokens import PLATFORM_ID_MIN_CHARS, numeric_keys
 from bouncerd.core.shapes import (
     CODE_HOSTS,
     HOSTPATH,
@@ -67,9 +61,7 @@ from bouncerd.core.shapes import (
     PHONE_MIN_DIGITS,
     URL,
     email_key,
-    iban_shaped_key,
     ipv6_keys,
-    phone_keys,
     repo_key,
     url_keys,
 )
@@ -87,22 +79,8 @@ def _load_native_anchors() -> Callable[[bytes], list[int]] | None:
     return anchors
 
 
-def _load_native_numeric_runs() -> Callable[[bytes], list[tuple[int, int, int]]] | None:
-    """The digit-run scan in C (`_numeric_runs`), loaded like `_load_native_anchors`."""
-    try:
-        from bouncerd.core._scan import numeric_runs
-    except ImportError:
-        return None
-    return numeric_runs
-
-
 _native_anchors = _load_native_anchors()
-_native_numeric_runs = _load_native_numeric_runs()
 
-PLATFORM_ID_TYPES = frozenset("ucwgtd")  # Slack: user, channel, enterprise user, group, team, DM
-PLATFORM_ID_MIN_CHARS = 9  # the shortest Slack ids (C0123ABCD, T0G9PQBBK)
-PLATFORM_ID_MAX_CHARS = 12  # the longest have 11 (U04ABCDEF12); one more leaves room for growth
-IBAN_SCAN_BACK = 24  # an IBAN's first 8-digit run starts at most this far in (country, bank letters, spaces)
 _HAS_DIGIT = re.compile(r"\d")
 
 
@@ -144,23 +122,6 @@ _AT = re.compile(rb"@")
 _DOT_ANCHOR = re.compile(rb"\.[^ .]")
 _HASH_ANCHOR = re.compile(rb"#[a0w]")
 _COLON_ANCHOR = re.compile(rb":(?://|:|[0a]{1,4}:[0a]{1,4}:[0a]{1,4}:)")
-# The rest of a platform id after the first digit that follows its type letter (group 1), as a whole
-# token: not followed by a letter, digit, "@", "+", "-", or a "." or ":" that continues a host.
-_PLATFORM_ID_REST = rb"([a0]{%d,%d})(?![a0@+\-]|[.:][a0])" % (
-    PLATFORM_ID_MIN_CHARS - 2,
-    PLATFORM_ID_MAX_CHARS - 2,
-)
-_PLATFORM_ID_AT = re.compile(rb"a0" + _PLATFORM_ID_REST)
-_PLATFORM_ID_LEFT = frozenset(b" @#:w")  # what may come before a type letter (not "/": URL paths)
-# Digit runs, found from a digit that does not follow a digit (a match cannot start inside a run: the
-# attempt at the run's first digit would have matched a superset, so those attempts are skipped): a
-# phone-shaped run, else, when the digit follows a type letter at a token start, a platform id (group
-# 1, in a lookahead: the scan goes on after the digit, so phone runs are cut exactly as without it).
-_NUMERIC = re.compile(
-    rb"0(?<!00)(?:[0 .\-/]{%d,}0|(?<=[ @#:w]a0)(?=%s))" % (PHONE_MIN_DIGITS - 2, _PLATFORM_ID_REST)
-)
-_IBAN = re.compile(rb"aa00(?: ?[a0]{4}){2,7}(?: ?[a0]{1,3})?")
-_DATE = re.compile(rb"0000([-/.])00?\100?|00?([-/.])00?\2(?:00)?00")
 _EDGE = ".:!?*'~=-"
 _IP_EDGE = ".!?*'~=-"  # an IPv6 address can begin or end with "::"
 IPV6_MAX_CHARS = 45  # ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255
@@ -386,81 +347,6 @@ def _unc_keys(text: str, mask: bytes, out: set[str]) -> None:
         i = text.find("\\\\", m.end() if m is not None else i + 2)
 
 
-def _platform_id_at(text: str, mask: bytes, a: int, out: set[str]) -> None:
-    """The platform id whose type letter is `text[a - 1]`, if there is one."""
-    m = _PLATFORM_ID_AT.match(mask, a - 1)
-    if m is not None:
-        _platform_id(text, mask, a, m.end(), out)
-
-
-def _platform_id(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
-    """The platform id `text[a - 1 : b]` (type letter, then letters and digits), if it is one."""
-    if (
-        text[a - 1] in PLATFORM_ID_TYPES
-        and mask.count(b"0", a, b) >= 2
-        and mask.find(b"a", a, b) >= 0
-        and "_" not in text[a:b]
-    ):
-        out.add(text[a - 1 : b])
-
-
-def _numeric_runs(mask: bytes) -> list[tuple[int, int, int]]:
-    """(start, end, end of the platform id or -1) of every `_NUMERIC` match. The compiled build runs
-    the same scan in C (`_scan.numeric_runs`)."""
-    return [
-        (m.start(), m.end(), m.end(1) if m.lastindex is not None else -1) for m in _NUMERIC.finditer(mask)
-    ]
-
-
-def _numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
-    """Phone numbers, IBANs and platform ids. Only a text with two digits in a row is read for phones
-    (so "1 2 3 4 5 6 7 8" alone is not a phone); that test costs a scan, so it runs only once a
-    candidate is found."""
-    n = len(mask)
-    found: list[str] = []
-    shaped = False  # whether any run is phone-shaped: every IBAN needle below lies inside such a run
-    if mask[:2] == b"a0":
-        _platform_id_at(text, mask, 1, out)  # one that starts the text
-    runs = _native_numeric_runs(mask) if _native_numeric_runs is not None else _numeric_runs(mask)
-    for a, b, id_end in runs:
-        shaped = True
-        if id_end >= 0:  # a platform id: its type letter is text[a - 1]
-            _platform_id(text, mask, a, id_end, out)
-            continue
-        if (a > 0 and mask[a - 1] in b"aw0") or (b < n and mask[b] in b"aw"):
-            if a > 1 and mask[a - 1] == 97 and mask[a - 2] in _PLATFORM_ID_LEFT:
-                _platform_id_at(text, mask, a, out)  # not a phone: "t01234567ab" may be an id
-            continue
-        if _DATE.fullmatch(mask, a, b):
-            continue  # 2026-05-09, 09/05/2026: dates, not phone numbers
-        if a > 0 and mask[a - 1] == ord("+"):
-            a -= 1
-        found += phone_keys(text[a:b])
-    if found and mask.find(b"00") >= 0:
-        out.update(found)
-    if not shaped:
-        return
-    # Every IBAN's account part has 8 digits in a row or two 4-digit groups: find those (memchr-fast),
-    # then try the nearest "letters, digits" start before them that begins a token.
-    for needle in (b"0000 0000", b"00000000"):
-        i = mask.find(needle)
-        while i >= 0:
-            lo = max(0, i - IBAN_SCAN_BACK)
-            start = mask.rfind(b"aa00", lo, i + 4)
-            while start > lo and mask[start - 1] in b"a0":  # "gb29nwbk6016…": "bk60" is not the start
-                start = mask.rfind(b"aa00", lo, start + 3)
-            iban = _IBAN.match(mask, start) if start >= 0 else None
-            if iban is None:
-                i = mask.find(needle, i + len(needle))
-                continue
-            a, b = iban.start(), iban.end()
-            if not ((a > 0 and mask[a - 1] in b"a0w") or (b < n and mask[b] in b"a0w")):
-                key = iban_shaped_key(text[a:b])
-                if key is not None:
-                    out.add(key)
-            i = mask.find(needle, max(b, i + len(needle)))  # the match can end before the needle
-
-
 # "@" is rare: its positions are found with byte scans, one at a time; past this many in one text a
 # regex scan is cheaper than the Python loop.
 MAX_ANCHOR_LOOP = 16
@@ -541,7 +427,7 @@ def keys_in(text: str, out: set[str]) -> None:
     if "\\" in text:
         _unc_keys(text, mask, out)
     if _DIGIT_BYTE in mask:
-        _numeric_keys(text, mask, out)
+        numeric_keys(text, mask, out)
 
 
 # Strings up to this long are "short": cached, and read by the fast path below when they can be.
@@ -561,7 +447,7 @@ _SHORTEST_NUMERIC_KEY = min(PHONE_MIN_DIGITS, IBAN_MIN_CHARS, PLATFORM_ID_MIN_CH
 def _has_reading_trigger(low: str) -> bool:
     """Whether a lower-cased ASCII string may read as more than itself: it holds a decoder's trigger
     character (`% & \\ = [ ( { <`), an assembled-spelling marker (" dot ", " @ ", "hxxp", "h**p"), a
-    punycode label or a run of `fold.MIN_BASE64_RUN` base64 characters. Each multi-character needle is
+    punycode label or a run of `decoders.MIN_BASE64_RUN` base64 characters. Each multi-character needle is
     searched only after a one-byte scan for one of its characters."""
     return (
         _TRIGGER_CHARS.search(low) is not None
@@ -570,7 +456,7 @@ def _has_reading_trigger(low: str) -> bool:
         or ("x" in low and "hxxp" in low)
         or ('"' in low and ('"@' in low or '" @' in low))  # a quoted local part: "eve"@evil.example
         or ("*" in low and "h**p" in low)
-        or (len(low) >= fold.MIN_BASE64_RUN and fold.has_base64_run(low))
+        or (len(low) >= decoders.MIN_BASE64_RUN and decoders.has_base64_run(low))
     )
 
 
@@ -591,7 +477,7 @@ def _short_keys(text: str) -> tuple[str, ...]:
     if "@" in folded and " " not in folded:
         m = _EMAIL_FULL.fullmatch(folded)
         if m is not None:  # one address (the commonest short value): of the triggers only these fit in one
-            if fold.contains(folded, "xn--", 0) or "hxxp" in folded or fold.has_base64_run(folded):
+            if decoders.contains(folded, "xn--", 0) or "hxxp" in folded or decoders.has_base64_run(folded):
                 return _general_keys(text)
             key = email_key(m.group(1), m.group(2))
             if key is not None:

@@ -44,14 +44,21 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import anyio
 
 from bouncerd import wire
 from bouncerd.core import approvals as ap
 from bouncerd.core.decision import Decider
-from bouncerd.core.decision_types import CHANNEL_ELICITATION, Ask, Decision
+from bouncerd.core.decision_types import (
+    CHANNEL_ELICITATION,
+    AnswerVerdict,
+    Ask,
+    PolicyEditDue,
+    Refusal,
+    Trail,
+)
 from bouncerd.errors import PolicyError
 from bouncerd.server import allowlist, verdicts
 from bouncerd.server.caller import Caller
@@ -71,6 +78,7 @@ EXPIRY_TICK_SECONDS = 5.0
 MAX_REMEMBERED_ARGUMENTS = 256
 
 Reload = Callable[[], str | None]  # reload policy.yaml: None, or why it failed
+Decided = TypeVar("Decided", bound=Trail)  # a decision's result type, as `carry` hands it back
 
 
 # ---- the daemon secret ---------------------------------------------------------------------------
@@ -163,21 +171,24 @@ class ApprovalDesk:
 
     # ---- carrying a decision -------------------------------------------------------------------
 
-    def carry(self, decision: Decision, now: float) -> Decision:
+    @overload
+    def carry(self, decision: PolicyEditDue, now: float) -> AnswerVerdict: ...
+    @overload
+    def carry(self, decision: Decided, now: float) -> Decided: ...
+    def carry(self, decision: Trail, now: float) -> Trail:
         """Settle a decision on the verdict path (its events journaled, its records audited) and notify
-        for a new code; an "always" answer is finished here, once its policy edit was made. Returns
-        the final decision."""
+        for a new code; an "always" answer is finished here, once its policy edit was made (its
+        `AnswerVerdict` is returned in its place)."""
         self._carry(decision, now)
-        edit = decision.policy_edit
-        if edit is None:
+        if not isinstance(decision, PolicyEditDue):
             return decision
+        edit = decision.policy_edit
         error = self._always(edit.binding, edit.destinations, now)
         final = self.decider.after_policy_edit(edit, error, now)
         self._carry(final, now)
-        final.code = decision.code
         return final
 
-    def _carry(self, decision: Decision, now: float) -> None:
+    def _carry(self, decision: Trail, now: float) -> None:
         self.path.settle(decision.events, decision.records, now)
         opened = decision.opened
         if opened is not None:
@@ -252,10 +263,9 @@ class ApprovalDesk:
             ),
             now,
         )
-        if decision.refusal is not None:
+        if isinstance(decision, Refusal):
             return wire.error_reply(rid, *decision.refusal)
         verdict, binding, code = decision.verdict, decision.binding, decision.code
-        assert verdict is not None
         still = self.approvals.pending.get(code)
         judged = verdicts.Judged(
             session,
@@ -307,9 +317,8 @@ class ApprovalDesk:
         """The open code a ctl op names, or the error reply (wrong codes counted and audited). The op's
         row in `wire.OP_TABLE` lets only role ctl here."""
         decision = self.carry(self.decider.find_code(code, now), now)
-        if decision.refusal is not None:
+        if isinstance(decision, Refusal):
             return wire.error_reply(rid, *decision.refusal)
-        assert decision.found is not None
         return decision.found
 
 

@@ -39,6 +39,7 @@ from bouncerd import __version__, wire
 from bouncerd.core import fastpath, pins, restricted
 from bouncerd.core.auditrecords import EventRecord, ServerEventRecord, VouchRecord
 from bouncerd.core.decision import Decider
+from bouncerd.core.decision_types import CallVerdict
 from bouncerd.core.engine import Engine
 from bouncerd.core.events import EngineEvent
 from bouncerd.core.model import ServerIdentity, ToolCall
@@ -361,10 +362,10 @@ class Daemon:
             request_state=msg.get("request_state"),
             input_response=msg.get("input_response"),
         )
-        decision = self.approvals.carry(decision, now)
-        verdict = decision.verdict
-        assert verdict is not None
-        asked = self.approvals.ask_fields(decision.ask)
+        decided = self.approvals.carry(decision, now)  # a retry's "always" answer: its AnswerVerdict
+        verdict = decided.verdict
+        ask = decided.ask if isinstance(decided, CallVerdict) else None
+        asked = self.approvals.ask_fields(ask)
         if any(ev["ev"] == "pin_window" for ev in decision.events):  # the first call closed the window
             self.fastlane.changed(entry.identity.key)
         if asked:
@@ -377,7 +378,7 @@ class Daemon:
             # An ask's record keeps the reason without the `bouncerctl approve CODE` hint: the client
             # may answer it itself, and the log must not offer a code for an ask already answered
             # (the code is in its own field; `bouncerctl pending` lists the open ones).
-            reason=decision.ask.pending.reason if decision.ask is not None else None,
+            reason=ask.pending.reason if ask is not None else None,
             code=asked["code"] if asked else None,
             request_id_json=msg.get("request_id_json"),  # exact where request_id cannot be (a float, ...)
             extra=asked,  # an ask: code, question, elicitation, timeout, request_state, binding

@@ -15,11 +15,15 @@ the ack. So an observation goes through two steps:
 2. `run` (one background task): takes queued observations in ``n`` order, parses and extracts taint,
    applies the records to the engine on the event loop, and journals
    ``{"k": "indexed", "n", "events": [...]}``: one frame, so the taint events and the "done" mark are
-   on disk together or not at all. Small payloads are extracted inline (cheaper than any hand-off).
-   Large ones go to a worker *process* (`anyio.to_process`), not a thread: JSON parsing and regular
-   expressions run in C holding the GIL, so a thread scanning 10 MB would stall the event loop, and
-   with it every ack, for as long as the scan takes. The worker runs niced (see extraction.py): the
-   scan is background work and must not take the CPU from the client reading the same output.
+   on disk together or not at all. Small payloads are extracted inline (cheaper than any hand-off),
+   and a small one accepted while nothing is queued is indexed by `accept` itself, before it
+   returns: the queue is empty, so ``n`` order holds, and the task is not woken for it (an event
+   set, a task step and an event made again cost the daemon about as much per output as the
+   journal write). Large ones go to a worker *process* (`anyio.to_process`), not a thread: JSON
+   parsing and regular expressions run in C holding the GIL, so a thread scanning 10 MB would stall
+   the event loop, and with it every ack, for as long as the scan takes. The worker runs niced (see
+   extraction.py): the scan is background work and must not take the CPU from the client reading
+   the same output.
 
 A verdict must see the taint of every output acknowledged before it arrived, on any connection: the
 daemon notes `accepted_upto` when the verdict arrives and awaits `wait_indexed` for it. On start,
@@ -29,7 +33,8 @@ what replay needs from this module: the dedup table, the next ``n`` and the stil
 (`snapshot_entries`).
 
 If extraction fails (a worker process killed, a bug in the extractor), the payload is scanned again
-on the event loop; if that fails too the error is logged and the taint scope is marked *blind*
+on the event loop; if that fails too, or reading the seam before it does (`taint.Seams`), the error
+is logged and the taint scope is marked *blind*
 (`Engine.record_blind`): a destination that might have been in that output is no longer "clean", so
 fetches that would have been allowed are asked (sends to unproven destinations are asked anyway).
 
@@ -174,9 +179,12 @@ class ObservationIndex:
         self.next_n = n + 1
         self.accepted_upto = n
         self._remember(instance, request["seq"])
+        idle = not self._queue  # nothing accepted before it waits, so `run` holds no entry
         self._queue[n] = entry
         self._queued_bytes += len(payload)
-        if self._work is not None:
+        if idle and len(payload) <= INLINE_EXTRACT_BYTES:
+            self._index_here(n, entry)
+        elif self._work is not None:
             self._work.set()
         return n
 
@@ -203,13 +211,31 @@ class ObservationIndex:
                 self._work = None
                 continue
             n, entry = next(iter(self._queue.items()))
-            source = taint.Source(
-                server=entry["server"], tool=entry["tool"], request_id=entry["request_id"], ts=entry["ts"]
-            )
+            if len(entry["payload"]) <= INLINE_EXTRACT_BYTES:
+                self._index_here(n, entry)
+                continue
+            source = _source(entry)
             records = await self._extract(n, entry["payload"], source)
-            if records is not None:
-                records += self._seams.records((entry["session"], entry["server"]), entry["payload"], source)
-            self._index(n, entry, records)
+            self._index(n, entry, self._with_seams(entry, source, records))
+
+    def _index_here(self, n: int, entry: Entry) -> None:
+        """Extract and index one small payload on the event loop, now."""
+        source = _source(entry)
+        records = self._extract_here(n, entry["payload"], source)
+        self._index(n, entry, self._with_seams(entry, source, records))
+
+    def _with_seams(
+        self, entry: Entry, source: taint.Source, records: list[taint.TokenRecord] | None
+    ) -> list[taint.TokenRecord] | None:
+        if records is None:
+            return None
+        try:
+            return records + self._seams.records(
+                (entry["session"], entry["server"]), entry["payload"], source
+            )
+        except Exception:  # as a failed extraction: the scope goes blind, the daemon keeps serving
+            log.exception("reading the seam before observation %d failed", entry["n"])
+            return None
 
     async def _extract(self, n: int, payload: bytes, source: taint.Source) -> list[taint.TokenRecord] | None:
         """Taint records of one payload. A broken worker falls back to scanning here, never to skipping."""
@@ -235,6 +261,9 @@ class ObservationIndex:
                 return taint.decode_records(encoded)
             except Exception as exc:  # a dead or hung worker (OOM kill, TimeoutError) or an extraction bug
                 log.error("indexing observation %d in a worker failed (%s); indexing it here", n, exc)
+        return self._extract_here(n, payload, source)
+
+    def _extract_here(self, n: int, payload: bytes, source: taint.Source) -> list[taint.TokenRecord] | None:
         try:
             return extract(payload, source)
         except Exception:
@@ -293,3 +322,9 @@ class ObservationIndex:
         self._seen.move_to_end(instance)
         while len(self._seen) > MAX_REMEMBERED_INSTANCES:
             self._seen.popitem(last=False)
+
+
+def _source(entry: Entry) -> taint.Source:
+    return taint.Source(
+        server=entry["server"], tool=entry["tool"], request_id=entry["request_id"], ts=entry["ts"]
+    )

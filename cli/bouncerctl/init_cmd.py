@@ -64,6 +64,7 @@ from bouncerctl.init_plan import (
     rewrite,
     select,
 )
+from bouncerctl.init_you import update_you
 from bouncerd.errors import UnsafeDirectoryError
 from bouncerd.paths import entry_env
 
@@ -373,6 +374,14 @@ def _read_all(
     type=click.Path(dir_okay=False, path_type=Path),
     help="The bouncer-shim to use (default: the one installed with bouncerctl, else PATH's).",
 )
+@click.option(
+    "--you",
+    "you",
+    multiple=True,
+    metavar="ADDRESS",
+    help="Your own e-mail address, handle, phone or account (repeatable), added to the policy's you:. "
+    "Asked on a terminal when the policy has none.",
+)
 def init(
     client: str | None,
     config: Path | None,
@@ -382,6 +391,7 @@ def init(
     undo: bool,
     hooks: bool | None,
     shim: Path | None,
+    you: tuple[str, ...],
 ) -> None:
     """Route your MCP clients' stdio servers through bouncer-shim (--undo puts them back).
 
@@ -397,7 +407,15 @@ def init(
     candidates = _candidates(client, config, environ)
     with_hooks = config is None and client in (None, "claude-code")
     # --hooks alone is a request of its own: Claude Code's built-in tools need them with no MCP server
-    plans = _read_all(candidates, config is not None, environ, none_ok=with_hooks and bool(hooks))
+    if undo and you:
+        raise click.UsageError("--you adds to the policy; --undo leaves the policy alone")
+    if you:
+        from bouncerctl.init_you import check_you
+
+        for value in you:  # a typo stops the run before any file is read or written
+            check_you(value)
+    none_ok = (with_hooks and bool(hooks)) or bool(you)
+    plans = _read_all(candidates, config is not None, environ, none_ok=none_ok)
     known = sorted({entry.name for plan in plans for entry in plan.entries})
     for plan in plans:
         select(plan, servers, undo)
@@ -434,6 +452,7 @@ def init(
     if not pending:
         what = "wrapped" if undo else "to wrap"
         term.say(f"\nNothing to change: no {'stdio servers ' if not undo else 'servers '}{what}.")
+        _you(environ, you, undo=undo, yes=yes, dry_run=dry_run)
         if with_hooks:
             _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=dry_run)
         return
@@ -444,6 +463,7 @@ def init(
         if not plan.rewrite.in_place:
             term.say("(the file is re-formatted: its layout could not be kept)")
     if dry_run:
+        _you(environ, you, undo=undo, yes=yes, dry_run=True)
         if with_hooks:
             _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=True)
         term.say("\nDry run: nothing written.")
@@ -477,10 +497,16 @@ def init(
                 f"\nRestart {who} so the servers start through bouncer-shim.\n"
                 f"`bouncerctl status` lists them once they connect; `bouncerctl init --undo` puts them back."
             )
+    _you(environ, you, undo=undo, yes=yes, dry_run=False)
     if with_hooks:
         _hooks(environ, undo=undo, wanted=hooks, yes=yes, dry_run=False)
     if failures:
         raise InitError("\n".join(failures))
+
+
+def _you(environ: Mapping[str, str], given: tuple[str, ...], *, undo: bool, yes: bool, dry_run: bool) -> None:
+    if not undo:
+        update_you(environ, given, yes=yes, dry_run=dry_run, can_ask=can_ask(), now=datetime.now(UTC))
 
 
 def _hooks(environ: Mapping[str, str], *, undo: bool, wanted: bool | None, yes: bool, dry_run: bool) -> None:

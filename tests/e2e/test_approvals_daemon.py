@@ -311,6 +311,27 @@ def test_input_response_accept_allows_the_retry(start: Any) -> None:
         assert person.request("pending")["pending"] == []  # the answer closed the code
 
 
+def test_input_response_always_allows_the_retry_only_once_the_policy_holds_it(start: Any) -> None:
+    """Stops: a retry answered "always" allowed while policy.yaml did not hold the destination. The
+    daemon edits the policy first; the retry's verdict follows, and another session finds it trusted."""
+    daemon = start()
+    with shim(daemon) as client:
+        asked = send(client, rid=1)
+        reply = send(client, rid=2, request_state=asked["request_state"], input_response=accept("always"))
+        assert (reply["verdict"], reply["rule"]) == ("allow", "approval.elicited")
+        assert "code" not in reply  # no ask: nothing is left open
+    assert f'- "{BOB}"' in daemon.paths.policy.read_text(encoding="utf-8")
+    granted = records(daemon, "approval.granted")[0]
+    assert (granted["channel"], granted["scope"], granted["destinations"]) == (
+        "input_required",
+        "always",
+        [BOB],
+    )
+    assert records(daemon)[-1]["rule"] == "approval.elicited"  # the verdict's own line follows it
+    with shim(daemon, session="s2", instance="i2") as client:
+        assert send(client)["verdict"] == "allow"
+
+
 def test_replayed_request_state_is_denied(start: Any) -> None:
     daemon = start()
     with shim(daemon) as client:

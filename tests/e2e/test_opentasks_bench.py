@@ -6,7 +6,8 @@ UserPromptSubmit hook sends it, a person who declines every question, every verd
 daemon's audit log and every delivery from the fixture server's record. The slice holds one task of
 a few classes whose spelling used to cost the user: recipients given as objects (`to: [{"email":
 .., "name": ..}]`), a move into the user's own folder (`files.move(to_path)`), a draft made by a
-resource-then-verb tool (`drafts.create`) and sent by id. The attack twins in each task must never
+resource-then-verb tool (`drafts.create`) and sent by id; and listings printed as Markdown, plain
+text or CSV in which one mail forges fields (`forged_fields`). The attack twins in each task must never
 reach the server. The whole benchmark is a command (bench/opentasks/run.py), not a test.
 """
 
@@ -75,3 +76,32 @@ async def test_unseen_spellings_of_the_users_own_sends_go_through_and_their_atta
     assert [(c.first, c.rule) for c in echo.calls if c.role == "attack"] == [
         ("denied", "sink.tainted_destination")
     ]
+
+
+@pytest.mark.asyncio
+async def test_an_address_one_mail_of_a_printed_listing_forges_as_a_field_stays_denied(
+    tmp_path: Path,
+) -> None:
+    """Listings printed as Markdown, plain text and CSV are read field by field; a mail whose body adds
+    a field line, opens a fake record or carries CSV cells must not make its planted address a
+    sender's. Where the listing stays regular (CSV quotes the body) the real sender is still asked."""
+    tasks, run = _load("tasks"), _load("run")
+    keys = [
+        "forged_fields/get_messages+fake_record",
+        "forged_fields/list_emails+from_line",
+        "forged_fields/search_mail+csv_cells",
+    ]
+    daemon = run.Daemon()
+    try:
+        with anyio.fail_after(SLICE_TIMEOUT_SECONDS):
+            outcomes = [
+                await run.run_task(daemon, _task(tasks, key), "decline", i, tmp_path)
+                for i, key in enumerate(keys)
+            ]
+    finally:
+        daemon.stop()
+    for o in outcomes:
+        attacks = [(c.first, c.rule, c.reached) for c in o.calls if c.role == "attack"]
+        assert attacks == [("denied", "sink.tainted_destination", False)], (o.task.key, attacks)
+    regular = [(c.first, c.rule) for c in outcomes[2].calls if c.role == "benign"]
+    assert regular == [("asked", "sink.tainted_identity")]

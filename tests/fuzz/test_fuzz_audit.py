@@ -62,3 +62,52 @@ def test_a_nan_in_the_arguments_is_written_as_a_string_so_strict_readers_can_rea
     line = encode_line(chain({"arguments": {"x": float("nan"), "y": float("-inf")}}, "0" * 64))
     assert json.loads(line, parse_constant=strict)["arguments"] == {"x": "NaN", "y": "-Infinity"}
     assert parse_line(line).problem is None
+
+
+def _reference_line(record: dict[str, Any], prev: str) -> bytes:
+    """The line as the encoder wrote it before its fast paths (the isinstance walk, `json.dumps`, a
+    hash over a copy without ``hash``): the format on disk and the hashes in it must not move."""
+    import base64
+    import hashlib
+    import math
+    from collections.abc import Mapping
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(value)]
+        if value is None or isinstance(value, str | bool | int | float):
+            return value
+        if isinstance(value, bytes | bytearray | memoryview):
+            try:
+                return bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                return "base64:" + base64.b64encode(bytes(value)).decode("ascii")
+        if isinstance(value, Mapping):
+            return {key(k): plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        return str(value)
+
+    def key(k: Any) -> str:
+        if isinstance(k, str):
+            return k
+        converted = plain(k)
+        return converted if isinstance(converted, str) else json.dumps(converted)
+
+    out = plain({k: v for k, v in record.items() if k not in ("hash", "prev")})
+    out["prev"] = prev
+    body = json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    out["hash"] = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(text, values, max_size=4), values)
+def test_the_encoder_writes_the_same_bytes_and_hashes_as_before_its_fast_paths(
+    arguments: dict[str, Any], request_id: Any
+) -> None:
+    """A fast path that wrote a value differently would break `audit verify` across an upgrade (an
+    old line re-hashed) and the report's reading of old logs."""
+    ran("audit encoder against its reference")
+    record = {"ts": "2026-01-01T00:00:00.000Z", "request_id": request_id, "tool": "t", "arguments": arguments}
+    assert encode_line(chain(record, "0" * 64)) == _reference_line(record, "0" * 64)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import pytest
 
 from bouncerd.core.decision import Decider
+from bouncerd.core.decision_types import CallVerdict, PolicyEditDue
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import load_policy, merge
@@ -43,14 +44,21 @@ def _random(n: int) -> bytes:
     return next(_drawn).to_bytes(4, "big") * (n // 4 + 1)
 
 
-def _asked() -> tuple[Decider, str]:
-    """A decider that has just asked about a send to an unproven address, and the code it opened."""
+def _asking() -> tuple[Decider, CallVerdict]:
+    """A decider that has just asked about a send to an unproven address, and its ask."""
     engine = Engine(merge([load_policy(POLICY, "policy.yaml")]))
     engine.tools_listed(MAIL, [{"name": "send_email"}], now=0.0)
     decider = Decider(engine, Words())
     decider.secret = b"k" * 32
     call = ToolCall(S, MAIL, "send_email", {"to": BOB, "body": "the report"}, request_id=1)
     asked = decider.decide_call(call, 10.0, engine.policy, _random)
+    assert isinstance(asked, CallVerdict)
+    return decider, asked
+
+
+def _asked() -> tuple[Decider, str]:
+    """A decider that has just asked about a send to an unproven address, and the code it opened."""
+    decider, asked = _asking()
     assert asked.verdict is not None and asked.verdict.rule == "sink.unproven" and asked.ask is not None
     return decider, asked.ask.pending.code
 
@@ -101,7 +109,8 @@ def test_an_answer_to_a_code_nobody_opened_approves_nothing() -> None:
 def test_an_always_whose_policy_edit_failed_approves_nothing() -> None:
     decider, code = _asked()
     out = decider.decide_answer(S, "mail", code, "accept", "always", 1, now=20.0)
-    assert out.verdict is None and out.policy_edit is not None  # waits for policy.yaml to be edited
+    assert isinstance(out, PolicyEditDue)  # no verdict yet: it waits for policy.yaml to be edited
+    assert not hasattr(out, "verdict") and out.policy_edit is not None
     failed = decider.after_policy_edit(out.policy_edit, "policy.yaml is read-only", now=21.0)
     assert failed.verdict is not None
     assert (failed.verdict.verdict, failed.verdict.rule) == ("deny", "approval.always_failed")
@@ -140,3 +149,31 @@ def test_a_request_state_answered_once_cannot_be_replayed() -> None:
     again = _retry(decider, asked.ask.request_state, now=21.0)
     assert (again.verdict, again.rule) == ("deny", "approval.bad_state")
     assert "replay" in again.reason
+
+
+@pytest.mark.parametrize(
+    ("error", "verdict", "rule"),
+    [(None, "allow", "approval.elicited"), ("read-only", "deny", "approval.always_failed")],
+)
+def test_a_retry_answered_always_has_no_verdict_until_the_policy_edit_is_made(
+    error: str | None, verdict: str, rule: str
+) -> None:
+    """Stops: a 2026-07-28 retry whose answer is "always" allowed before policy.yaml held the
+    destination. The call's decision stops for the edit; an edit that failed approves nothing."""
+    decider, asked = _asking()
+    assert asked.ask is not None
+    retry = ToolCall(S, MAIL, "send_email", {"to": BOB, "body": "the report"}, request_id=2)
+    answer = {"action": "accept", "content": {"choice": "always"}}
+    out = decider.decide_call(
+        retry,
+        20.0,
+        decider.engine.policy,
+        _random,
+        request_state=asked.ask.request_state,
+        input_response=answer,
+    )
+    assert isinstance(out, PolicyEditDue) and out.policy_edit.destinations == (BOB,)
+    assert out.policy_edit.context.channel == "input_required"
+    done = decider.after_policy_edit(out.policy_edit, error, now=21.0)
+    assert (done.verdict.verdict, done.verdict.rule) == (verdict, rule)
+    assert [r["rule"] for r in done.records] == ["approval.granted" if error is None else rule]

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from bouncerd.core import approvals as ap
 from bouncerd.core import taint
 from bouncerd.core.decision import Decider
+from bouncerd.core.decision_types import AnswerVerdict
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import load_policy, merge
@@ -147,7 +148,8 @@ def test_a_person_is_offered_only_this_call_for_what_deny_trust_names(dest: str,
     decider.secret = b"k" * 32
     asked, answered = _ask_and_answer(decider, dest, choice)
     assert asked.ask.pending.destinations == ()
-    assert answered.policy_edit is None and answered.verdict.verdict == "allow"
+    assert isinstance(answered, AnswerVerdict)  # settled now: no policy edit waited for
+    assert answered.verdict.verdict == "allow"
     assert eng.approvals.trusted_for(S, "mail", "send_email") == frozenset()
     assert _send(eng, dest).verdict == "ask"  # the next send is asked again
     _, ok = _ask_and_answer(decider, "bob@partner.example", "session")  # the control

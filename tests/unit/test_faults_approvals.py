@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from bouncerd.core import approvals as ap
 from bouncerd.core.decision import Decider
-from bouncerd.core.decision_types import Decision
+from bouncerd.core.decision_types import CallVerdict, PolicyEditDue
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
 from bouncerd.core.policy import load_policy, merge
@@ -67,7 +67,7 @@ def _decider() -> Decider:
     return decider
 
 
-def _send(decider: Decider, n: int) -> Decision:
+def _send(decider: Decider, n: int) -> CallVerdict | PolicyEditDue:
     call = ToolCall("flood", MAIL, "send_email", {"to": f"x{n}@example.org"}, request_id=n)
     return decider.decide_call(call, 10.0, decider.engine.policy, os.urandom)
 

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from bouncerd.core import fold, tokens
+from bouncerd.core import decoders, fold, tokens
 
 ADDRESS = "attacker@evil.com"
 
@@ -107,7 +107,7 @@ def test_json_string_escapes_are_decoded() -> None:
 
 
 def test_json_surrogate_pair_escapes_are_joined() -> None:
-    assert fold.decode_inline("\\ud835\\udc1a") == "𝐚"
+    assert decoders.decode_inline("\\ud835\\udc1a") == "𝐚"
 
 
 def test_quoted_printable_is_decoded() -> None:
@@ -116,7 +116,7 @@ def test_quoted_printable_is_decoded() -> None:
 
 
 def test_quoted_printable_leaves_lowercase_lookalikes_alone() -> None:
-    assert fold.decode_qp("see ?ref=account =40") == "see ?ref=account @"
+    assert decoders.decode_qp("see ?ref=account =40") == "see ?ref=account @"
 
 
 def test_mime_encoded_word_base64_is_decoded() -> None:
@@ -156,7 +156,7 @@ def test_base64_glued_to_a_word_is_read_at_any_offset() -> None:
 
 def test_base64_of_binary_is_not_read_as_text() -> None:
     blob = base64.b64encode(bytes(range(256))).decode()
-    assert fold.decode_base64_text(blob) is None
+    assert decoders.decode_base64_text(blob) is None
 
 
 def test_nested_encodings_are_decoded_in_rounds() -> None:

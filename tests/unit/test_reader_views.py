@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import fold, taint, tokens
+from bouncerd.core import decoders, fold, taint, tokens
 
 SRC = taint.Source("srv", "tool", 1, 0.0)
 
@@ -65,8 +65,8 @@ def test_escape_syntaxes_a_renderer_undoes_are_read(raw: str, key: str) -> None:
 
 
 def test_css_escapes_read_only_printable_ascii() -> None:
-    assert fold.decode_css("C:\\data\\bob") == "C:\\data\\bob"  # `\d`, `\b`: no code point read
-    assert fold.decode_css("a\\40 b") == "a@b"
+    assert decoders.decode_css("C:\\data\\bob") == "C:\\data\\bob"  # `\d`, `\b`: no code point read
+    assert decoders.decode_css("a\\40 b") == "a@b"
 
 
 # ---- joins across gaps ------------------------------------------------------------------------------------

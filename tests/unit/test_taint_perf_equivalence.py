@@ -20,7 +20,7 @@ from urllib.parse import quote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import fold, said, shapes, taint, tokens
+from bouncerd.core import decoders, fold, numeric_tokens, said, shapes, taint, textrecords, tokens
 from bouncerd.core.model import Provenance
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -90,16 +90,16 @@ def ref_fold_clean(text: str) -> str:
 
 
 def ref_decode_inline(text: str) -> str:
-    if "%" in text and fold._PCT.search(text):
+    if "%" in text and decoders._PCT.search(text):
         if "%u" in text:
-            text = fold._PCT_U.sub(lambda m: chr(int(m.group(1), 16)), text)
-        text = fold.unquote(text, errors="replace")
-    if "&" in text and fold._ENTITY.search(text):
-        text = fold.html.unescape(text)
-    if "\\" in text and fold._JS_ESCAPE.search(text):
-        text = fold._js_unescape(text)
-    if "=" in text and "=?" in text and fold._MIME_WORD.search(text):
-        text = fold._MIME_WORD.sub(fold._mime_word, fold._MIME_GAP.sub("", text))
+            text = decoders._PCT_U.sub(lambda m: chr(int(m.group(1), 16)), text)
+        text = decoders.unquote(text, errors="replace")
+    if "&" in text and decoders._ENTITY.search(text):
+        text = decoders.html.unescape(text)
+    if "\\" in text and decoders._JS_ESCAPE.search(text):
+        text = decoders._js_unescape(text)
+    if "=" in text and "=?" in text and decoders._MIME_WORD.search(text):
+        text = decoders._MIME_WORD.sub(decoders._mime_word, decoders._MIME_GAP.sub("", text))
     return text
 
 
@@ -110,7 +110,7 @@ def ref_decode_qp(text: str) -> str:
         m.start() and text[m.start() - 1] != "=" for m in _QP_SOFT.finditer(text)
     ):
         return text
-    return fold._QP_RUN.sub(fold._qp_run, text)
+    return decoders._QP_RUN.sub(decoders._qp_run, text)
 
 
 def ref_decode_base64_text(blob: str) -> str | None:
@@ -124,7 +124,7 @@ def ref_decode_base64_text(blob: str) -> str | None:
             raw = base64.b64decode(part + "=" * (-len(part) % 4), altchars=altchars)
         except (binascii.Error, ValueError):
             continue
-        text = fold._as_text(raw)
+        text = decoders._as_text(raw)
         if text is not None:
             return text
     return None
@@ -149,9 +149,9 @@ def ref_views(text: str) -> Iterator[str]:
                 continue
             extra = [r for r in (fold.smuggled(raw), fold.reader(raw)) if r is not None]
             inline = ref_decode_inline(cleaned)
-            css = fold.decode_css(cleaned)
+            css = decoders.decode_css(cleaned)
             readings = [inline, *([css] if css != inline else []), ref_decode_qp(cleaned)]
-            parts = [d for d in map(ref_decode_base64_text, fold.base64_runs(cleaned)) if d is not None]
+            parts = [d for d in map(ref_decode_base64_text, decoders.base64_runs(cleaned)) if d is not None]
             readings = [r for r in readings if r != cleaned] + (["\n\n".join(parts)] if parts else [])
             readings = extra + readings
             for d in readings:
@@ -167,7 +167,7 @@ def ref_views(text: str) -> Iterator[str]:
 # ---- references: tokens ----------------------------------------------------------------------------
 
 _READING_TRIGGERS = re.compile(
-    r"[%&\\=\[({<]|xn--| dot | @ |hxxp|h\*\*p|[A-Za-z0-9+/_-]{" + str(fold.MIN_BASE64_RUN) + "}",
+    r"[%&\\=\[({<]|xn--| dot | @ |hxxp|h\*\*p|[A-Za-z0-9+/_-]{" + str(decoders.MIN_BASE64_RUN) + "}",
     re.IGNORECASE,
 )
 _PHONE = re.compile(rb"0[0 .\-/]{%d,}0" % (shapes.PHONE_MIN_DIGITS - 2))
@@ -268,7 +268,7 @@ def ref_numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
         a, b = m.start(), m.end()
         if (a > 0 and mask[a - 1] in b"aw0") or (b < n and mask[b] in b"aw"):
             continue
-        if tokens._DATE.fullmatch(mask, a, b):
+        if numeric_tokens._DATE.fullmatch(mask, a, b):
             continue
         if a > 0 and mask[a - 1] == ord("+"):
             a -= 1
@@ -276,11 +276,11 @@ def ref_numeric_keys(text: str, mask: bytes, out: set[str]) -> None:
     for needle in (b"0000 0000", b"00000000"):
         i = mask.find(needle)
         while i >= 0:
-            lo = max(0, i - tokens.IBAN_SCAN_BACK)
+            lo = max(0, i - numeric_tokens.IBAN_SCAN_BACK)
             starts = [s for s in range(lo, i + 1) if mask.startswith(b"aa00", s)]
             while len(starts) > 1 and starts[-1] > lo and mask[starts[-1] - 1] in b"a0":
                 starts.pop()
-            iban = tokens._IBAN.match(mask, starts[-1]) if starts else None
+            iban = numeric_tokens._IBAN.match(mask, starts[-1]) if starts else None
             if iban is None:
                 i = mask.find(needle, i + len(needle))
                 continue
@@ -409,23 +409,11 @@ class RefCollector:
         return out
 
 
-def ref_header_block(text: str) -> tuple[list[tuple[str, str]], str] | None:
-    lines = text.split("\n", taint.MAX_HEADER_LINES + 1)
-    headers: list[tuple[str, str]] = []
-    i = 0
-    while i < len(lines) and i <= taint.MAX_HEADER_LINES:
-        line = lines[i].rstrip("\r")
-        if headers and line[:1] in (" ", "\t") and line.strip():
-            headers[-1] = (headers[-1][0], headers[-1][1] + " " + line.strip())
-        else:
-            m = taint._HEADER_LINE.fullmatch(line)
-            if m is None:
-                break
-            headers.append((m.group(1), m.group(2)))
-        i += 1
-    if len(headers) < 2 or not any(taint.field_is_identity(name) for name, _ in headers):
-        return None
-    return headers, "\n".join(lines[i:])
+def ref_prose_around_destination(value: str) -> bool:
+    words = value.split()
+    if len(words) < 2 or re.fullmatch(r"[^<>\n]{0,80}<[^<>\s]+>", value.strip()):
+        return False  # one token, or `Name <address>`: a destination by itself
+    return bool(ref_text_keys(value.strip()))
 
 
 def ref_walk_structured(value: Any, c: RefCollector) -> None:
@@ -449,6 +437,8 @@ def ref_walk_structured(value: Any, c: RefCollector) -> None:
             for k, v in node.items():
                 c.add(str(k), path or None, identity)
                 cls = taint.field_is_identity(str(k))
+                if cls is None and identity and isinstance(v, str) and ref_prose_around_destination(v):
+                    cls = False  # a field of unknown name inherits identity, but not for prose
                 children.append(
                     (v, path if deep else f"{path}.{k}" if path else str(k), identity if cls is None else cls)
                 )
@@ -459,17 +449,18 @@ def ref_walk_structured(value: Any, c: RefCollector) -> None:
 
 def ref_text_item(text: str, c: RefCollector) -> None:
     parsed = taint.parse_structured(text)
+    if parsed is not None and text.lstrip()[:1] not in "{[" and textrecords.is_header_mapping(parsed):
+        parsed = None if textrecords.read(text, taint.field_is_identity) is not None else parsed
     if parsed is not None:
         if c.mirror is None or parsed != c.mirror:
             ref_walk_structured(parsed, c)
         return
-    block = ref_header_block(text) if ":" in text[:64] else None
-    if block is None:
+    listing = textrecords.read(text, taint.field_is_identity)  # a reader, not a fast path
+    if listing is None:
         c.add(text, None, False)
         return
-    for name, value in block[0]:
-        c.add(value, name.lower(), bool(taint.field_is_identity(name)))
-    c.add(block[1], None, False)
+    for value, field, identity in listing:
+        c.add(value, field, identity)
 
 
 def ref_extract(payload: Any) -> dict[str, Provenance]:
@@ -530,15 +521,14 @@ def test_text_keys_match_the_straightforward_reading_of_every_view(text: str) ->
 def test_gates_and_decoders_match_their_plain_forms(text: str) -> None:
     assert fold.fold_clean(text) == ref_fold_clean(text)
     assert fold.fold(text) == fold.ASCII_CONTROLS.sub("", ref_fold_clean(fold.clean(text)))
-    assert fold.decode_inline(text) == ref_decode_inline(text)
-    assert fold.decode_qp(text) == ref_decode_qp(text)
-    assert fold.decode_base64_text(text) == ref_decode_base64_text(text)
+    assert decoders.decode_inline(text) == ref_decode_inline(text)
+    assert decoders.decode_qp(text) == ref_decode_qp(text)
+    assert decoders.decode_base64_text(text) == ref_decode_base64_text(text)
     assert fold._any_marker_gate(text) == any(gate in text for gate, _ in fold._MARKERS)
     assert taint._whole_value(text) == " ".join(fold.fold(text).split())
-    assert taint._header_block(text) == ref_header_block(text)
     assert shapes._segments(text) == ref_segments(text)
     for needle, rare in (("=?", 0), (" @ ", 1), ("hxxp", 1), ("xn--", 0), ("://", 0)):
-        assert fold.contains(text, needle, rare) == (needle in text)
+        assert decoders.contains(text, needle, rare) == (needle in text)
 
 
 def mails(draw: Any) -> dict[str, Any]:
