@@ -95,7 +95,7 @@ from collections.abc import Iterable
 from typing import Final, NamedTuple
 from urllib.parse import unquote
 
-from bouncerd.core import fold, url
+from bouncerd.core import decoders, fold, url
 
 MIN_KEY_CHARS = 6  # shorter tokens ("a@b.c", "x.io") collide with ordinary text too often
 MAX_KEY_CHARS = 320  # an e-mail is at most 254 characters; longer URL keys end in a digest
@@ -580,7 +580,7 @@ def may_encode_link(text: str) -> bool:
         or "&" in text
         or "=" in text
         or "\\" in text
-        or (len(text) >= fold.MIN_BASE64_RUN and fold.has_base64_run(text))
+        or (len(text) >= fold.MIN_BASE64_RUN and decoders.has_base64_run(text))
     )
 
 
@@ -595,7 +595,7 @@ def _link_readings(text: str) -> list[str]:
     for _ in range(fold.MAX_DECODE_ROUNDS):
         following: list[str] = []
         for raw in frontier:
-            for d in fold.decoded(raw):
+            for d in decoders.decoded(raw):
                 if d not in seen and len(d) <= budget:
                     budget -= len(d)
                     seen.add(d)
