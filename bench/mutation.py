@@ -271,6 +271,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "a destination from a source the prompt named is not asked about",
     ),
     Mutant(
+        "sink.planted_name",
+        f"{CORE}/sinkgate.py",
+        'if c.state == "planted_name":',
+        "if False:",
+        "a plain name seen only inside untrusted prose is not refused",
+    ),
+    Mutant(
+        "sink.dictated_content",
+        f"{CORE}/sinkgate.py",
+        "if dictated is not None:  # before the object the prompt asked for: the text chose what it says",
+        "if False:",
+        "a send whose title an untrusted text dictated is not refused",
+    ),
+    Mutant(
         "sink.no_new_destination",
         f"{CORE}/sinkgate.py",
         'why = "changes an existing object" if updates else _creates_what_you_asked(tool, trust)',

@@ -31,6 +31,7 @@ from bouncerd.core import (
     fallback_words,
     gates,
     managed,
+    names,
     onetimecode,
     pins,
     restricted,
@@ -49,7 +50,7 @@ from bouncerd.core.events import (
     TaintEvent,
     VouchEvent,
 )
-from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
+from bouncerd.core.model import JsonRpcId, ServerIdentity, ToolCall, Verdict
 from bouncerd.core.pins import PinReport
 from bouncerd.core.policy import Policy, merge
 from bouncerd.core.rules import ToolRule
@@ -226,6 +227,7 @@ class Engine(Store):
         self._emit(
             events, AttemptEvent(ev="attempt", session=call.session, server=call.server.name, tool=call.tool)
         )
+        self.names.decided(call.session)  # a restart loses this count, not the journalled one
         if call.kind != "tool":
             message = gates.decide_message(self, call, grants, now)
             message = restricted.judge(self.restriction, message, sends=True)
@@ -306,6 +308,8 @@ class Engine(Store):
             parts = fallback.words(call.tool)
             if verdict.rule == "sink.trusted" and callnotes.creates_object(parts):
                 made_for = tuple(d.value for d in dests)
+        if call.kind == "tool":
+            self.names.called(call.session, call.server.name, call.request_id, call.arguments)
         if call.kind == "tool" and not fallback_words.READ_VERBS.intersection(fallback.words(call.tool)[:1]):
             # A call that does not only read changes what it names: an object made for a trusted
             # destination is no longer known to go there (sending it uses it up too).
@@ -326,10 +330,33 @@ class Engine(Store):
             act = onetimecode.Act(call.tool, consequence.of(rule) or "send")
             self.codes.made(call.session, call.server.name, act)
 
-    def read_made(self, session: str, server: str, request_id: object, payload: bytes) -> None:
+    def read_made(
+        self,
+        session: str,
+        server: str,
+        request_id: JsonRpcId,
+        payload: bytes,
+        tool: str | None = None,
+        ts: float = 0.0,
+    ) -> None:
         """The output of a call (the daemon passes every one): the ids a creating call for trusted
-        destinations made are bound to them (`callnotes`)."""
+        destinations made are bound to them (`callnotes`), and the plain names it shows are recorded
+        (`names`), unless the user vouched for the tool's output."""
         self.notes.made(session, server, request_id, payload)
+        identity = self._identities.get(server)
+        if identity is not None and self.output_is_trusted(identity, tool):
+            return
+        note = self.notes.get(session, server, request_id)
+        output = names.Output(server, tool, request_id, ts, note.named if note is not None else None)
+        scope = self.scope_key(session, server)
+        # Calls made before a restart (journalled) whose outputs this record never read: of every
+        # session for the user scope, else of this one.
+        covered = self.sessions if scope == USER_SCOPE else {session: self.sessions.get(session)}
+        behind = not self.names.has(scope) and any(
+            state is not None and sum(state.attempts.values()) > self.names.decided_in(sid)
+            for sid, state in covered.items()
+        )
+        self.names.read(scope, session, output, payload, behind)
 
     def _named_argument(self, call: ToolCall) -> str | None:
         """The argument of a call that reads what the user's prompt pointed to: a URL, an address or a

@@ -32,6 +32,7 @@ from bouncerd.core import (
     consequence,
     constraints,
     fallback,
+    names,
     onetimecode,
     restricted,
     sinkgate,
@@ -57,6 +58,12 @@ class PendingActs(Protocol):
     def latest(self, session: str, server: str) -> onetimecode.Act | None: ...
 
 
+class NameRecord(Protocol):
+    """What a send reads of the plain names seen in output (`names.NameLedger`)."""
+
+    def scope(self, scope: str) -> names.ScopeNames: ...
+
+
 class GateView(Protocol):
     """What a gate reads of the engine (`engine.Engine` is one): nothing here changes a journalled state."""
 
@@ -72,6 +79,9 @@ class GateView(Protocol):
     def notes(self) -> MadeObjects: ...
     @property
     def codes(self) -> PendingActs: ...
+
+    @property
+    def names(self) -> NameRecord: ...
 
     def scope_key(self, session: str, server: str) -> str: ...
     def index(self, scope: str) -> TaintView: ...
@@ -129,7 +139,8 @@ def check_sinks(
     """The sink gate: a tool that sends or fetches, judged by where its destinations came from."""
     if not rule.exfiltrating:
         return None
-    index = view.index(view.scope_key(call.session, call.server.name))
+    scope = view.scope_key(call.session, call.server.name)
+    index = view.index(scope)
     trust = view.trust(call, rule)
     payload = None
     if rule.sink_kind == "fetch":
@@ -164,6 +175,7 @@ def check_sinks(
         on_tainted=rule.on_tainted,
         on_tainted_identity=view.policy.settings.on_tainted_identity,
         looks_like_destination=fallback.looks_like_destination,
+        seen=view.names.scope(scope),
     )
     if payload is not None:  # a fetch with a body, headers, a writing method or a callback: a send
         reason = f"{verdict.reason} (this fetch also carries {payload!r}, so it is judged as a send)"

@@ -211,6 +211,22 @@ _TABLE = (
         "sending data to a destination planted in tool output",
     ),
     _row(
+        "sink.planted_name",
+        DENY,
+        "a plain-name destination (a user, a channel, a hotel) appeared only inside untrusted text, never "
+        "as a whole value of a listing, never typed and never vouched",
+        _TAINT,
+        "sending to a person or place an injected text named",
+    ),
+    _row(
+        "sink.dictated_content",
+        DENY,
+        "a send with no destination to check copies an argument (a title) word for word from untrusted text "
+        "the prompt did not point to",
+        _TAINT,
+        "an injected text that dictates a whole call (an event titled as the attacker wants)",
+    ),
+    _row(
         "sink.tainted_identity",
         ASK,
         "a destination appeared in untrusted output only as a sender or participant",

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
-from bouncerd.core import canon, shapes, tokens, typed, url
+from bouncerd.core import canon, names, shapes, tokens, typed, url
 from bouncerd.core.fallback import words
 from bouncerd.core.model import Provenance, Verdict
 from bouncerd.core.sinkdest import SHOWN_DESTINATION_CHARS as SHOWN_DESTINATION_CHARS
@@ -138,7 +138,11 @@ def trusted_reason(dest: Destination, trust: Trust) -> str | None:
 
 
 def _with_assembled(
-    results: list[Classified], arguments: Mapping[str, Any], trust: Trust, lookup: Callable[[str], Hit | None]
+    results: list[Classified],
+    arguments: Mapping[str, Any],
+    trust: Trust,
+    lookup: Callable[[str], Hit | None],
+    seen: names.ScopeNames | None = None,
 ) -> list[Classified]:
     """Results with the destinations that pairs of arguments spell: a tainted one is refused like any
     other; a trusted one (`alice` + `corp.example` allowlisted as `alice@corp.example`) vouches for its
@@ -146,8 +150,8 @@ def _with_assembled(
     extra: list[Classified] = []
     trusted_parts: dict[str, str] = {}
     for d in assembled(arguments):
-        c = classify(d, trust, lookup)
-        if c.state in ("tainted", "tainted_identity", "tainted_named"):
+        c = classify(d, trust, lookup, seen)
+        if c.state in ("tainted", "tainted_identity", "tainted_named", "planted_name"):
             extra.append(c)
         elif c.state == "trusted":
             for p in d.parts:
@@ -156,7 +160,7 @@ def _with_assembled(
         results = [
             replace(c, state="trusted", why=trusted_parts[c.dest.parameter])
             if c.dest.parameter in trusted_parts
-            and c.state not in ("tainted", "tainted_identity", "tainted_named")
+            and c.state not in ("tainted", "tainted_identity", "tainted_named", "planted_name")
             else c
             for c in results
         ]
@@ -166,15 +170,22 @@ def _with_assembled(
 @dataclass(frozen=True)
 class Classified:
     dest: Destination
-    state: str  # trusted | tainted | tainted_named | tainted_identity | evicted | ambiguous | unproven
+    state: str  # trusted | tainted | tainted_named | planted_name | tainted_identity | evicted | ambiguous
+    # | unproven
     why: str | None = None  # for trusted: why
     provenance: Provenance | None = None
 
 
-def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None]) -> Classified:
+def classify(
+    dest: Destination,
+    trust: Trust,
+    lookup: Callable[[str], Hit | None],
+    seen: names.ScopeNames | None = None,
+) -> Classified:
     """Strongest first: trusted (allowlisted, approved, typed by you); tainted in free text (planted);
-    listed by your own directory; seen in a source your prompt named; seen only as a sender or
-    participant; evicted; unproven (or ambiguous: more than one reading)."""
+    listed by your own directory; a plain name seen only inside prose (`names`: planted, or asked when
+    that prose came from a source your prompt named); seen in a source your prompt named; seen only as
+    a sender or participant; evicted; unproven (or ambiguous: more than one reading)."""
     why = trusted_reason(dest, trust)
     if why is not None:
         return Classified(dest, "trusted", why=why)
@@ -187,6 +198,11 @@ def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None
     if listed is not None and (hit is None or hit.state == "tainted"):
         return Classified(dest, "trusted", why=f"listed by {listed}, your own directory")
     if hit is None:
+        if seen is not None and names.is_plain_name(dest.value):
+            prov = seen.prose_only(dest.value)
+            if prov is not None:
+                state = "planted_name" if prov.named is None else "tainted_named"
+                return Classified(dest, state, provenance=prov)
         return Classified(dest, "unproven" if canon.reading(dest.value).single else "ambiguous")
     if hit.state == "evicted":
         return Classified(dest, "evicted")
@@ -219,8 +235,20 @@ def send_verdict(
     on_tainted: str,
     on_tainted_identity: str,
     looks_like_destination: Callable[[str], bool] = lambda _name: False,
+    seen: names.ScopeNames | None = None,
 ) -> Verdict:
+    """The verdict on a send. `seen` is the scope's record of plain names (`names`): without it a plain
+    name is unproven, as it is for a tool that reads no output."""
     dests, everything = destinations(arguments, sink_params, looks_like_destination)
+    # The prompt asked for this object: only its title can be the text's; else any argument can.
+    asked = (
+        bool(sink_params)
+        and not dests
+        and (edits_in_place(tool) or _creates_what_you_asked(tool, trust) is not None)
+    )
+    dictated = _dictated(arguments, trust, seen, asked) if seen is not None and not dests else None
+    if dictated is not None:  # before the object the prompt asked for: the text chose what it says
+        return dictated
     if not dests and sink_params:
         updates = edits_in_place(tool)
         why = "changes an existing object" if updates else _creates_what_you_asked(tool, trust)
@@ -242,8 +270,21 @@ def send_verdict(
     smuggling = smuggled_destinations(arguments, {d.parameter for d in dests})
     if isinstance(smuggling, Verdict):
         return smuggling
-    results = [classify(d, trust, lookup) for d in [*dests, *smuggling]]
-    results = _with_assembled(results, arguments, trust, lookup)
+    results = [classify(d, trust, lookup, seen) for d in [*dests, *smuggling]]
+    results = _with_assembled(results, arguments, trust, lookup, seen)
+    for c in results:
+        if c.state == "planted_name":
+            return Verdict(
+                "deny",
+                "sink.planted_name",
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r} is a plain name that "
+                f"appeared only inside text {where(c.provenance)}, never as a name a listing or a "
+                f"directory gave and never typed by you: the agent can only have it from that text. If it "
+                f"is really yours to send to, type it in your prompt",
+                destination=c.dest.value,
+                parameter=c.dest.parameter,
+                provenance=c.provenance,
+            )
     for c in results:
         if (c.state == "tainted" and on_tainted == "deny") or (
             c.state == "tainted_identity" and on_tainted_identity == "deny" and on_tainted == "deny"
@@ -517,3 +558,40 @@ def fetch_verdict(
         f"{tool}: {what} URLs that carry nothing seen in untrusted output",
         destination=dests[0].value if dests else None,
     )
+
+
+def _dictated(
+    arguments: Mapping[str, Any], trust: Trust, seen: names.ScopeNames, titles_only: bool
+) -> Verdict | None:
+    """A send with no destination to check whose content an untrusted text dictated: an argument copied
+    verbatim from prose the prompt did not name is denied (the attacker wrote the call); from a source
+    the prompt named, asked with that source. Content the user typed, or the agent wrote, is neither.
+    `titles_only`: the prompt asked for this object, so only its title (`names.TITLE_WORDS`) is read."""
+    for d in leaves(arguments):
+        if titles_only and not names.TITLE_WORDS.intersection(words(d.parameter.rsplit(".", 1)[-1])[-1:]):
+            continue
+        if not names.is_content(d.value) or trusted_reason(d, trust) is not None:
+            continue
+        prov = seen.dictated(d.value)
+        if prov is None:
+            continue
+        if prov.named is not None:
+            return Verdict(
+                "ask",
+                "sink.no_destination",
+                f"this call names no destination Bouncer can check, and argument {d.parameter!r} is "
+                f"copied from a source your prompt named ({prov.named}), {where(prov)}; that source may "
+                f"carry an injection too, so a person must confirm it",
+                parameter=d.parameter,
+                provenance=prov,
+            )
+        return Verdict(
+            "deny",
+            "sink.dictated_content",
+            f"this call names no destination Bouncer can check, and argument {d.parameter!r} is copied "
+            f"word for word from text {where(prov)} that your prompt did not point to: that text "
+            f"dictated the call",
+            parameter=d.parameter,
+            provenance=prov,
+        )
+    return None

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol, TypeVar
 
 from bouncerd.core import approvals as ap
-from bouncerd.core import callnotes, onetimecode, pins, taint
+from bouncerd.core import callnotes, names, onetimecode, pins, taint
 from bouncerd.core.events import (
     ApprovalEvent,
     AttemptEvent,
@@ -73,6 +73,7 @@ class Store:
         self.blind: set[str] = set()  # taint scopes where an output could not be indexed
         self.notes = callnotes.CallNotes()  # recent calls, to read their outputs (not journalled)
         self.codes = onetimecode.Pending()  # acts a one-time code may confirm (not journalled)
+        self.names = names.NameLedger()  # plain names seen in output (not journalled: unseen is asked)
 
     # ---- events -------------------------------------------------------------------------------
 
@@ -192,6 +193,9 @@ def _session_ended(store: Store, ev: SessionEndedEvent) -> None:
     store.approvals.end_session(key)
     for scope in [s for s in store.taint if _scope_session(s) == key]:
         store._drop_if_spent(scope)
+    for scope in [s for s in store.names.scopes() if _scope_session(s) == key]:
+        store.names.forget(scope)
+    store.names.forget_session(key)
 
 
 def _taint_expired(store: Store, ev: TaintExpiredEvent) -> None:

@@ -278,7 +278,12 @@ class ObservationIndex:
             else:
                 events = self._engine.record_taint(entry["session"], records)
                 self._engine.read_made(
-                    entry["session"], entry["server"], entry["request_id"], entry["payload"]
+                    entry["session"],
+                    entry["server"],
+                    entry["request_id"],
+                    entry["payload"],
+                    entry["tool"],
+                    entry["ts"],
                 )
         except Exception:
             log.exception(

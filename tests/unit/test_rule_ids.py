@@ -220,6 +220,8 @@ def test_taint_rows_show_the_planted_destination_rules() -> None:
         "sink.tainted_ask",
         "sink.tainted_identity",
         "sink.tainted_named_source",
+        "sink.planted_name",
+        "sink.dictated_content",
         "sink.evicted",
         "fetch.tainted_host_new_path",
         "fetch.named_source",

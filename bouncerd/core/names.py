@@ -1,0 +1,395 @@
+"""Plain names in untrusted output: seen as a whole value, only inside prose, or not at all.
+
+Theory of operation
+-------------------
+A user name, a channel, a hotel or any short name is not address-shaped, so the taint index holds no
+key for it (it indexes identity values of at least `shapes.MIN_KEY_CHARS` whole, and destination
+tokens). A send to such a name would be asked whatever its source. This module keeps, per taint scope,
+a record of where plain names were seen, so the sink gate can tell three cases apart:
+
+- *whole*: the name is the whole value of a field, a list item, a key or a header line of some output
+  (a member list, a `name` field, a list of channels). A directory lists it: judged as before (asked,
+  or whatever the identity and directory paths say).
+- *prose only*: the name appears only inside longer text (a message body, a web page, a review), as
+  whole words and case-insensitively ("Eve" in "ask Eve", never in "Steven" or "every"). Nobody typed
+  it, no directory lists it: the agent can only have it from that text, so a send to it is planted
+  (denied) -- unless that text came from a source the user's prompt named (asked, with where it came
+  from).
+- *unseen*: judged as before (asked).
+
+The same record answers for the content of a send that names no checkable destination (a calendar
+event with no participants): a title copied verbatim from prose the prompt did not name was dictated
+by that prose (`dictated`).
+
+The output of a call that echoes the call's own arguments ("message sent to Alice") does not count as
+prose for those values (`called`).
+
+Bounds: an output larger than `MAX_READ_BYTES` is not read, and its scope is marked *incomplete* (its
+names may be whole values there); so is a scope whose whole values outgrew `MAX_WHOLE_NAMES`, and a
+scope evicted (`MAX_SCOPES`) reads as incomplete. In an incomplete scope a name seen only in prose is
+asked, never denied. Prose beyond `MAX_SCOPE_PROSE_CHARS` drops its oldest: a name seen only there is
+unseen again (asked). Nothing here is journalled: after a restart every name is unseen, so asked
+(never allowed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict, deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from bouncerd.core import canon
+from bouncerd.core.model import JsonRpcId, Provenance
+from bouncerd.core.taint import MAX_YAML_CHARS, field_is_identity, parse_structured
+
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+MIN_NAME_CHARS = 3  # "Bob", "Eve", "Dan": shorter values are initials, not names anyone sends to
+MAX_NAME_CHARS = 64  # a channel, a user, a hotel; a longer value is text, judged as today
+MAX_NAME_WORDS = 6  # "Riverside View Hotel", "The Grand Budapest Hotel": more words are a sentence
+MAX_WHOLE_CHARS = 200  # a field value this long can be a title someone copies whole
+MIN_DICTATED_CHARS = 16  # a title of a few words; shorter content ("Meeting") is said by anyone
+MIN_DICTATED_WORDS = 3
+MAX_DICTATED_CHARS = 512  # longer content is a body, read by the taint gate for what it carries
+# What names an object the prompt asked for: a title the text chose ("the event title should be …") is
+# the text's call; its other values (a location, a description) are facts an agent copies as it should.
+TITLE_WORDS = frozenset({"title", "subject", "summary", "name", "topic", "headline"})
+MAX_READ_BYTES = 1 << 20  # read on the event loop: a 1 MB output parses in a few milliseconds
+MAX_SCOPE_PROSE_CHARS = 1 << 20  # prose kept per scope (the newest): a lookup searches it all, ~1 ms/MB
+MAX_WHOLE_NAMES = 20_000  # whole values kept per scope: a member list of thousands, with room
+MAX_SCOPES = 64  # scopes kept (least recently read out): at most 64 MB of prose in all
+MAX_CALLS = 256  # calls per ledger whose arguments are kept to recognise their echo
+MAX_ECHO_VALUES = 64  # argument values kept per call
+MAX_WALK_DEPTH = 32  # nesting read in one output; deeper is read as prose of its parent (JSON dump)
+
+
+def normal(value: str) -> str:
+    """A name as compared: case-folded, whitespace runs collapsed, a leading `#` or `@` dropped."""
+    return " ".join(value.casefold().split()).lstrip("#@").strip()
+
+
+def is_plain_name(value: str) -> bool:
+    """A value that names a party or place without an address: letters, a few words, one line."""
+    if "\n" in value or "\r" in value:
+        return False
+    n = normal(value)
+    if not MIN_NAME_CHARS <= len(n) <= MAX_NAME_CHARS or len(n.split(" ")) > MAX_NAME_WORDS:
+        return False
+    if not any(ch.isalpha() for ch in n):
+        return False
+    return canon.canonicalize(value.strip()).kind == "text"
+
+
+def is_content(value: str) -> bool:
+    """A content value long enough that finding it verbatim in prose says it was copied from there."""
+    n = normal(value)
+    return MIN_DICTATED_CHARS <= len(n) <= MAX_DICTATED_CHARS and len(n.split(" ")) >= MIN_DICTATED_WORDS
+
+
+def _word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def contains_words(text: str, n: str) -> bool:
+    """Whether folded text (`fold_prose`) holds the normal form `n` as whole words: "eve" is in "ask
+    eve." and "@eve", never in "steven", "every" or "eve@evil.example" (a mailbox, not a name). A plain
+    `str.find` scan, about a gigabyte a second: a lookup reads the scope's prose at each call."""
+    start, end = 0, len(text)
+    while True:
+        i = text.find(n, start)
+        if i < 0:
+            return False
+        j = i + len(n)
+        before = text[i - 1] if i else " "
+        if before in "@#" and i >= 2 and _word_char(text[i - 2]):
+            before = "a"  # `bob@eve`: inside an address
+        after = text[j] if j < end else " "
+        if after in ".-" and j + 1 < end and _word_char(text[j + 1]):
+            after = "a"  # `eve.example`, `eve-corp`: part of a longer name
+        if not _word_char(before) and before not in ".-" and not _word_char(after) and after != "@":
+            return True
+        start = i + 1
+
+
+def fold_prose(text: str) -> str:
+    """Prose as it is searched: case-folded, whitespace runs collapsed (as `normal` folds a name), and
+    the `\\n` a printed string shows for its line breaks read as one."""
+    if "\\" in text:
+        text = text.replace("\\n", " ").replace("\\t", " ")
+    return " ".join(text.casefold().split())
+
+
+@dataclass
+class _Prose:
+    text: str
+    provenance: Provenance
+    echoes: frozenset[str]  # normal forms of the producing call's own argument values
+
+
+@dataclass
+class ScopeNames:
+    """The names of one taint scope."""
+
+    whole: set[str] = field(default_factory=set)
+    prose: deque[_Prose] = field(default_factory=deque)
+    prose_chars: int = 0
+    incomplete: bool = False  # something read here was not kept: prose-only is asked, never denied
+
+    def prose_only(self, value: str) -> Provenance | None:
+        """Where a plain name was seen inside prose, if it was seen nowhere as a whole value: an
+        unnamed source's first (the plant), else a named source's. None when whole, unseen, or the
+        scope is incomplete."""
+        n = normal(value)
+        if self.incomplete or n in self.whole:
+            return None
+        return self._in_prose(n)
+
+    def dictated(self, value: str) -> Provenance | None:
+        """Where content was seen verbatim inside prose (and not as a whole value)."""
+        return self.prose_only(value) if is_content(value) else None
+
+    def _in_prose(self, n: str) -> Provenance | None:
+        named: Provenance | None = None
+        for entry in self.prose:
+            if n in entry.echoes or not contains_words(entry.text, n):
+                continue
+            if entry.provenance.named is None:
+                return entry.provenance
+            named = named or entry.provenance
+        return named
+
+    def add(self, whole: set[str], prose: _Prose | None) -> None:
+        self.whole |= whole
+        if len(self.whole) > MAX_WHOLE_NAMES:
+            self.whole.clear()
+            self.incomplete = True
+        if prose is not None:
+            if len(prose.text) > MAX_SCOPE_PROSE_CHARS:
+                prose.text = prose.text[-MAX_SCOPE_PROSE_CHARS:]
+            self.prose.append(prose)
+            self.prose_chars += len(prose.text)
+            while self.prose_chars > MAX_SCOPE_PROSE_CHARS:
+                self.prose_chars -= len(self.prose.popleft().text)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One upstream output, as the names ledger reads it."""
+
+    server: str
+    tool: str | None
+    request_id: JsonRpcId
+    ts: float
+    named: str | None = None  # the source the user's prompt named that this output came from
+
+
+class NameLedger:
+    """Per scope: the plain names seen in untrusted output (`ScopeNames`). Not journalled."""
+
+    def __init__(self) -> None:
+        self._scopes: OrderedDict[str, ScopeNames] = OrderedDict()
+        self._calls: OrderedDict[tuple[str, str, str], frozenset[str]] = OrderedDict()
+        self._decided: dict[str, int] = {}  # session -> calls decided since this ledger began
+
+    def decided(self, session: str) -> None:
+        """One more call of the session was decided (the engine counts the same, journalled)."""
+        self._decided[session] = self._decided.get(session, 0) + 1
+
+    def decided_in(self, session: str) -> int:
+        return self._decided.get(session, 0)
+
+    def has(self, scope: str) -> bool:
+        return scope in self._scopes
+
+    def scope(self, scope: str) -> ScopeNames:
+        """The names of a scope; an empty, incomplete one if it was evicted or never read."""
+        found = self._scopes.get(scope)
+        return found if found is not None else ScopeNames(incomplete=True)
+
+    def called(self, session: str, server: str, request_id: object, arguments: Mapping[str, Any]) -> None:
+        """A call was made: its output repeating its own argument values is an echo, not prose."""
+        values = frozenset(normal(v) for v in _strings(arguments, 0) if len(v) <= MAX_DICTATED_CHARS)
+        key = (session, server, repr(request_id))
+        self._calls[key] = frozenset(list(values)[:MAX_ECHO_VALUES])
+        self._calls.move_to_end(key)
+        while len(self._calls) > MAX_CALLS:
+            self._calls.popitem(last=False)
+
+    def read(self, scope: str, session: str, output: Output, payload: bytes, behind: bool = False) -> None:
+        """Record the names of one raw output (a JSON-RPC line) in its scope. `behind`: the scope is new
+        here but its sessions made calls this ledger never saw (before a restart, or since it was
+        evicted), whose outputs may have listed names: it starts incomplete."""
+        names = self._scopes.get(scope)
+        if names is None:
+            names = self._scopes[scope] = ScopeNames(incomplete=behind)
+            if len(self._scopes) > MAX_SCOPES:
+                self._scopes.popitem(last=False)
+        self._scopes.move_to_end(scope)
+        if len(payload) > MAX_READ_BYTES:
+            names.incomplete = True
+            return
+        try:
+            message: Any = json.loads(payload)
+        except (ValueError, RecursionError):
+            message = payload.decode("utf-8", "replace")
+        whole: set[str] = set()
+        texts: list[str] = []
+        _walk_message(message, whole, texts)
+        echoes = self._calls.pop((session, output.server, repr(output.request_id)), frozenset())
+        prov = Provenance(output.server, output.tool, output.request_id, output.ts, None, False, output.named)
+        text = fold_prose(" ".join(texts))
+        names.add({w for w in whole if w}, _Prose(text, prov, echoes) if text else None)
+
+    def forget(self, scope: str) -> None:
+        self._scopes.pop(scope, None)
+
+    def forget_session(self, session: str) -> None:
+        self._decided.pop(session, None)
+
+    def scopes(self) -> list[str]:
+        return list(self._scopes)
+
+
+def _strings(value: Any, depth: int) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping) and depth < MAX_WALK_DEPTH:
+        for v in value.values():
+            yield from _strings(v, depth + 1)
+    elif isinstance(value, list | tuple) and depth < MAX_WALK_DEPTH:
+        for v in value:
+            yield from _strings(v, depth + 1)
+
+
+def _whole(value: str, whole: set[str]) -> None:
+    if len(value) <= MAX_WHOLE_CHARS and "\n" not in value:
+        whole.add(normal(value))
+
+
+def _walk_structured(value: Any, whole: set[str], texts: list[str], depth: int = 0) -> None:
+    """Every scalar of structured output is a whole value (when short and on one line) and text."""
+    if isinstance(value, str):
+        _whole(value, whole)
+        if "," in value or "|" in value or ";" in value:
+            _record_line(value, whole)  # `to: "Alice, Bob"`: a list in one string
+        texts.append(value)
+    elif depth >= MAX_WALK_DEPTH:
+        texts.append(str(value))
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _whole(str(k), whole)
+            texts.append(str(k))
+            _walk_structured(v, whole, texts, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _walk_structured(v, whole, texts, depth + 1)
+    elif value is not None and not isinstance(value, bool):
+        texts.append(str(value))
+
+
+_HEADER = re.compile(r"^[ \t]*([A-Za-z][A-Za-z0-9 _-]{0,40}):[ \t]*(\S[^\n]*?)[ \t]*$", re.M)
+
+
+_YAML_LIST = re.compile(r"-[ \t]+\S")
+
+
+def _structured(text: str) -> Any | None:
+    """What a text item holds as JSON or YAML: a mapping or a list, of strings too (`["Alice", "Bob"]`,
+    `- general`: a list of members or channels), else None."""
+    s = text.lstrip()
+    if s[:1] in ("[", "{"):
+        try:
+            value: Any = json.loads(s)
+        except (ValueError, RecursionError):
+            value = _flow(s)  # `{'City Hub': '1-1-1 Nishi-Shinjuku'}`: a printed dict is YAML flow
+        return value if isinstance(value, dict | list) else None
+    if _YAML_LIST.match(s) and len(s) <= MAX_YAML_CHARS:
+        try:
+            value = yaml.load(s, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader (C or Python)
+        except (yaml.YAMLError, RecursionError, ValueError, TypeError):
+            return None
+        return value if isinstance(value, list) else None
+    return parse_structured(text)
+
+
+def _flow(text: str) -> Any:
+    """A text that opens like JSON but is not: a Python-printed dict or list parses as YAML flow."""
+    if len(text) > MAX_YAML_CHARS:
+        return None
+    try:
+        return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader (C or Python)
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError):
+        return None
+
+
+def _text_item(text: str, whole: set[str], texts: list[str], mirror: Any) -> None:
+    """A text item: structured (JSON or YAML) is walked, unless it repeats `structuredContent` (walked
+    on its own); a short one-line text is a whole value (a tool that answers with one name); a `From:
+    Alice` line names a party; the rest is prose."""
+    parsed = _structured(text)
+    if parsed is not None:
+        if mirror is None or parsed != mirror:
+            _walk_structured(parsed, whole, texts)
+        return
+    if len(text) <= MAX_WHOLE_CHARS and "\n" not in text.strip():
+        _whole(text.strip(), whole)
+    for m in _HEADER.finditer(text):
+        if field_is_identity(m.group(1)):
+            for part in m.group(2).split(","):
+                _whole(part.strip(), whole)
+    for line in text[:MAX_LINES_READ_CHARS].splitlines():
+        _record_line(line, whole)
+    texts.append(text)
+
+
+MAX_LINES_READ_CHARS = 256 * 1024  # lines read as records; a longer text's rest is prose only
+_DECORATION = " \t#*>-|`_"
+_CELL = re.compile(r"[|,;\t]")
+
+
+def _record_line(line: str, whole: set[str]) -> None:
+    """A line of a printed record: a Markdown heading or list item (`### Dora`, `- **username**: Dora`),
+    a `Key: value` line, a table or CSV row (`| Dora | Bob |`, `Dora,Bob`). Its cells are whole values
+    when every cell is short (a record, not a sentence). A line of prose of short clauses can pass for
+    one: then a name in it is asked, as before, never allowed."""
+    text = line.strip(_DECORATION)
+    if not text or len(text) > MAX_WHOLE_CHARS:
+        return
+    key, sep, value = text.partition(":")
+    if sep and value.strip() and len(key.split()) <= 3:
+        text = value
+    cells = [c.strip(_DECORATION) for c in _CELL.split(text)]
+    if all(len(c.split()) <= MAX_NAME_WORDS for c in cells):
+        for c in cells:
+            if c:
+                _whole(c, whole)
+
+
+def _walk_message(message: Any, whole: set[str], texts: list[str]) -> None:
+    """A JSON-RPC message: text items read as `_text_item`, structured content walked, any other string
+    (an error message, a notification) is prose."""
+    stack: list[tuple[Any, int]] = [(message, 0)]
+    mirror: Any = None
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, str):
+            texts.append(node)
+        elif isinstance(node, list) and depth < MAX_WALK_DEPTH:
+            stack.extend((v, depth + 1) for v in reversed(node))
+        elif isinstance(node, dict) and depth < MAX_WALK_DEPTH:
+            if "structuredContent" in node:
+                mirror = node["structuredContent"]
+            for k, v in node.items():
+                if k == "structuredContent":
+                    _walk_structured(v, whole, texts)
+                elif k == "text" and isinstance(v, str):
+                    _text_item(v, whole, texts, mirror)
+                elif k in ("type", "jsonrpc", "mimeType", "uri", "data", "blob"):
+                    continue
+                else:
+                    stack.append((v, depth + 1))
