@@ -91,13 +91,20 @@ def is_content(value: str) -> bool:
     return MIN_DICTATED_CHARS <= len(n) <= MAX_DICTATED_CHARS and len(n.split(" ")) >= MIN_DICTATED_WORDS
 
 
+# A name glued to more of a token by these is part of it: `eve.example`, `eve-corp`, `origin/main`,
+# `refs/heads/eve`, `C:\\eve`, `eve:secret`. The name itself is not mentioned there.
+_GLUE_AFTER = "./-:\\"
+_GLUE_BEFORE = ".-/\\"
+
+
 def _word_char(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
 
 
 def contains_words(text: str, n: str) -> bool:
     """Whether folded text (`fold_prose`) holds the normal form `n` as whole words: "eve" is in "ask
-    eve." and "@eve", never in "steven", "every" or "eve@evil.example" (a mailbox, not a name). A plain
+    eve." and "@eve", never in "steven", "every", "eve@evil.example" (a mailbox, not a name) or
+    "origin/main" (a path). A plain
     `str.find` scan, about a gigabyte a second: a lookup reads the scope's prose at each call."""
     start, end = 0, len(text)
     while True:
@@ -109,9 +116,9 @@ def contains_words(text: str, n: str) -> bool:
         if before in "@#" and i >= 2 and _word_char(text[i - 2]):
             before = "a"  # `bob@eve`: inside an address
         after = text[j] if j < end else " "
-        if after in ".-" and j + 1 < end and _word_char(text[j + 1]):
-            after = "a"  # `eve.example`, `eve-corp`: part of a longer name
-        if not _word_char(before) and before not in ".-" and not _word_char(after) and after != "@":
+        if after in _GLUE_AFTER and j + 1 < end and _word_char(text[j + 1]):
+            after = "a"  # `eve.example`, `eve-corp`, `origin/main`: part of a longer name or a path
+        if not _word_char(before) and before not in _GLUE_BEFORE and not _word_char(after) and after != "@":
             return True
         start = i + 1
 
