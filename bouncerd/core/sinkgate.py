@@ -118,6 +118,14 @@ def _where(prov: Provenance | None) -> str:
     return f"in the output of {prov.server}{tool} (request {prov.request_id!r}{field})"
 
 
+def _inside_orders(prov: Provenance | None) -> str:
+    """Where the sighting sat inside text giving the agent orders: the marker, in our own words (the
+    text itself is the attacker's and is never repeated)."""
+    if prov is None or prov.orders is None:
+        return ""
+    return f", inside text that gives the agent orders to send there (marker: {prov.orders!r})"
+
+
 def trusted_reason(dest: Destination, trust: Trust) -> str | None:
     """Why the destination is trusted, or None. A value with more than one reading has no trust key, so
     only an approval of it exactly as written can trust it (`canon.keys(exact=True)`)."""
@@ -145,7 +153,7 @@ def _with_assembled(
     trusted_parts: dict[str, str] = {}
     for d in assembled(arguments):
         c = classify(d, trust, lookup)
-        if c.state in ("tainted", "tainted_identity", "tainted_named"):
+        if c.state in _TAINTED:
             extra.append(c)
         elif c.state == "trusted":
             for p in d.parts:
@@ -153,26 +161,29 @@ def _with_assembled(
     if trusted_parts:
         results = [
             replace(c, state="trusted", why=trusted_parts[c.dest.parameter])
-            if c.dest.parameter in trusted_parts
-            and c.state not in ("tainted", "tainted_identity", "tainted_named")
+            if c.dest.parameter in trusted_parts and c.state not in _TAINTED
             else c
             for c in results
         ]
     return extra + results
 
 
+_TAINTED = ("tainted", "tainted_identity", "tainted_named", "ordered_named")
+
+
 @dataclass(frozen=True)
 class Classified:
     dest: Destination
-    state: str  # trusted | tainted | tainted_named | tainted_identity | evicted | ambiguous | unproven
+    # trusted | tainted | ordered_named | tainted_named | tainted_identity | evicted | ambiguous | unproven
+    state: str
     why: str | None = None  # for trusted: why
     provenance: Provenance | None = None
 
 
 def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None]) -> Classified:
     """Strongest first: trusted (allowlisted, approved, typed by you); tainted in free text (planted);
-    listed by your own directory; seen in a source your prompt named; seen only as a sender or
-    participant; evicted; unproven (or ambiguous: more than one reading)."""
+    listed by your own directory; seen in a source your prompt named (inside orders to the agent, or
+    not); seen only as a sender or participant; evicted; unproven (or ambiguous: more than one reading)."""
     why = trusted_reason(dest, trust)
     if why is not None:
         return Classified(dest, "trusted", why=why)
@@ -189,7 +200,10 @@ def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None
     if hit.state == "evicted":
         return Classified(dest, "evicted")
     if hit.provenance is not None and hit.provenance.named is not None:
-        return Classified(dest, "tainted_named", provenance=hit.provenance)
+        # A source the user named may be honest ("her address is on her website"), unless the address
+        # sits in text of it that gives the agent orders to send there (`orders`): that is an injection.
+        state = "ordered_named" if hit.provenance.orders is not None else "tainted_named"
+        return Classified(dest, state, provenance=hit.provenance)
     return Classified(dest, "tainted_identity", provenance=hit.provenance)
 
 
@@ -250,15 +264,28 @@ def send_verdict(
                 "deny",
                 "sink.tainted_destination",
                 f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r}{read_as(c.dest)} "
-                f"first appeared {_where(c.provenance)}; sending there could carry your data to whoever "
-                f"planted it. If this destination is really yours, add it to trusted_destinations in "
-                f"your policy",
+                f"first appeared {_where(c.provenance)}{_inside_orders(c.provenance)}; sending there could "
+                f"carry your data to whoever planted it. If this destination is really yours, add it to "
+                f"trusted_destinations in your policy",
+                destination=c.dest.value,
+                parameter=c.dest.parameter,
+                provenance=c.provenance,
+            )
+        if c.state == "ordered_named" and on_tainted == "deny" and c.provenance is not None:
+            return Verdict(
+                "deny",
+                "sink.named_source_orders",
+                f"destination {shown(c.dest.value)} in argument {c.dest.parameter!r}{read_as(c.dest)} "
+                f"appeared in a source your prompt named ({c.provenance.named}), "
+                f"{_where(c.provenance)}{_inside_orders(c.provenance)}: that is an injection in the source, "
+                f"not the destination you asked for. If this destination is really yours, add it to "
+                f"trusted_destinations in your policy",
                 destination=c.dest.value,
                 parameter=c.dest.parameter,
                 provenance=c.provenance,
             )
     for c in results:
-        if c.state == "tainted_named" and c.provenance is not None:
+        if c.state in ("tainted_named", "ordered_named") and c.provenance is not None:
             return Verdict(
                 "ask",
                 "sink.tainted_named_source",

@@ -220,6 +220,7 @@ def test_taint_rows_show_the_planted_destination_rules() -> None:
         "sink.tainted_ask",
         "sink.tainted_identity",
         "sink.tainted_named_source",
+        "sink.named_source_orders",
         "sink.evicted",
         "fetch.tainted_host_new_path",
         "fetch.named_source",
