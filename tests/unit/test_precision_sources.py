@@ -406,9 +406,7 @@ def test_a_sender_who_signs_with_their_own_address_is_asked_not_denied(
     if shape == "structured":
         _read(eng, "read_inbox", {}, _inbox(address, body))
     else:
-        _read(
-            eng, "read_inbox", {}, _text(f"From: {address}\nTo: me@corp.example\nSubject: hi\n\n{body}")
-        )
+        _read(eng, "read_inbox", {}, _text(f"From: {address}\nTo: me@corp.example\nSubject: hi\n\n{body}"))
     v = _call(eng, "send_email", {"to": address, "body": "the template"})
     assert (v.verdict, v.rule) == ("ask", "sink.tainted_identity"), v.reason
 
