@@ -122,7 +122,7 @@ _TABLE: tuple[Marker, ...] = (
         "preface",
         "then go back to your original task",
         "continu|return|go back|proceed|resum|get back",
-        r"(?:continu|return|go back|proceed|resum|get back)\w*(?: to| with)? (?:the|your) "
+        r"(?<!before )(?:continu|return|go back|proceed|resum|get back)\w*(?: to| with)? (?:the|your) "
         + _OWN
         + r" (?:task|instructions?)",
     ),
@@ -214,7 +214,27 @@ SENDING_VERBS = re.compile(
     r"cc|bcc|reply|message|dm|deliver|submit|visit|open|go to|navigate|fetch|create|schedule|book|change|"
     r"modify|update|set|redirect|contact|notify|give|provide|grant|move|copy|push|route|include|concatenate)\b"
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n|(?<=:)\s*\n")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")  # a sentence, or a line: a bill or a list is read by line
+
+
+# Which way a marker's orders lie: a preamble ("note to the assistant:", "ignore the previous
+# instructions", a frame) governs what follows it, from the start of its own sentence; a closing ("do not
+# tell the user", "then go back to your original task") governs what precedes it, to the end of its own
+# sentence; "the task the user gave you" is found on either side of the orders.
+_BEFORE_ONLY = frozenset({"conceal"})
+_BOTH_WAYS = frozenset({"the task the user gave you"})
+_CLOSING_LABELS = frozenset({"then go back to your original task"})
+
+
+def _sentence_start(low: str, i: int) -> int:
+    return max(
+        low.rfind("\n", 0, i), low.rfind(". ", 0, i) + 1, low.rfind("! ", 0, i) + 1, low.rfind("? ", 0, i) + 1
+    )
+
+
+def _sentence_end(low: str, i: int) -> int:
+    ends = [j for j in (low.find("\n", i), low.find(". ", i), low.find("! ", i), low.find("? ", i)) if j >= 0]
+    return min(ends) if ends else len(low)
 
 
 def _span(low: str, start: int, end: int, marker: Marker, tag: str | None) -> tuple[int, int]:
@@ -222,7 +242,12 @@ def _span(low: str, start: int, end: int, marker: Marker, tag: str | None) -> tu
         stop = min(len(low), end + MAX_FRAME_CHARS)
         shut = re.compile(marker.frame_close.format(re.escape(tag))).search(low, end, stop)
         return start, shut.end() if shut else stop
-    return max(0, start - SPAN_BEFORE_CHARS), min(len(low), end + SPAN_AFTER_CHARS)
+    before = marker.kind in _BEFORE_ONLY or marker.label in _CLOSING_LABELS or marker.label in _BOTH_WAYS
+    after = marker.kind not in _BEFORE_ONLY and marker.label not in _CLOSING_LABELS
+    return (
+        max(0, start - SPAN_BEFORE_CHARS) if before else _sentence_start(low, start),
+        min(len(low), end + SPAN_AFTER_CHARS) if after else _sentence_end(low, end),
+    )
 
 
 def _lower(text: str) -> str:
