@@ -13,15 +13,17 @@ reason ever quotes (the text around it is the attacker's and never goes back to 
 the label of the marker that made them so. A key is ordered when
 
 1. a marker matches, and the key lies in its *span*: a frame's span is the frame, up to its closing tag
-   (at most `MAX_FRAME_CHARS`); any other marker's span reaches `SPAN_BEFORE_CHARS` before it and
-   `SPAN_AFTER_CHARS` after it (an injection is a paragraph or two: a preamble, the orders, a closing
-   "and do not tell the user"); and
-2. the key is in a sentence of that span that tells the agent to send, forward, transfer, pay, invite,
-   post or share (`SENDING_VERBS`): the orders name that destination, not merely stand near it.
+   (at most `MAX_FRAME_CHARS`); a preamble ("note to the assistant:", "ignore the previous
+   instructions") reaches from the start of its sentence `SPAN_AFTER_CHARS` on, a closing ("do not
+   tell the user", "then go back to your original task") from `SPAN_BEFORE_CHARS` back to the end of
+   its sentence (an injection is a paragraph or two; the honest text around it is not part of it); and
+2. the key is in a sentence (or line) of that span that tells the agent to send, forward, transfer,
+   pay, invite or post (`SENDING_VERBS`): the orders name that destination, not merely stand near it.
 
-A text with no marker costs one scan for the marker's anchor words (`_ANCHORS`, a plain substring
-test each on the lowercased text) and nothing more; only a text that holds an anchor is matched
-against the markers, and only a text with a marker is split into sentences and read for keys.
+Cost: every text read for keys is lowercased and searched for the frames (each opens with a literal
+character, which the search skips to at memory speed); the anchored markers are tried only in a text
+holding one of their gate words (`GATES`, a substring test each: a pass over the text per word, so
+the table names models by no product name). Only a text with a marker is split into sentences.
 
 What it stops, and what it does not: the gate (`sinkgate.classify`) denies a destination ordered in a
 source the user's prompt named, where it would otherwise ask ("her address is on her website": the
