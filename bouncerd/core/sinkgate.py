@@ -153,7 +153,7 @@ def _with_assembled(
     trusted_parts: dict[str, str] = {}
     for d in assembled(arguments):
         c = classify(d, trust, lookup)
-        if c.state in _TAINTED:
+        if c.state in ("tainted", "tainted_identity", "tainted_named"):
             extra.append(c)
         elif c.state == "trusted":
             for p in d.parts:
@@ -161,29 +161,26 @@ def _with_assembled(
     if trusted_parts:
         results = [
             replace(c, state="trusted", why=trusted_parts[c.dest.parameter])
-            if c.dest.parameter in trusted_parts and c.state not in _TAINTED
+            if c.dest.parameter in trusted_parts
+            and c.state not in ("tainted", "tainted_identity", "tainted_named")
             else c
             for c in results
         ]
     return extra + results
 
 
-_TAINTED = ("tainted", "tainted_identity", "tainted_named", "ordered_named")
-
-
 @dataclass(frozen=True)
 class Classified:
     dest: Destination
-    # trusted | tainted | ordered_named | tainted_named | tainted_identity | evicted | ambiguous | unproven
-    state: str
+    state: str  # trusted | tainted | tainted_named | tainted_identity | evicted | ambiguous | unproven
     why: str | None = None  # for trusted: why
     provenance: Provenance | None = None
 
 
 def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None]) -> Classified:
     """Strongest first: trusted (allowlisted, approved, typed by you); tainted in free text (planted);
-    listed by your own directory; seen in a source your prompt named (inside orders to the agent, or
-    not); seen only as a sender or participant; evicted; unproven (or ambiguous: more than one reading)."""
+    listed by your own directory; seen in a source your prompt named; seen only as a sender or
+    participant; evicted; unproven (or ambiguous: more than one reading)."""
     why = trusted_reason(dest, trust)
     if why is not None:
         return Classified(dest, "trusted", why=why)
@@ -201,9 +198,9 @@ def classify(dest: Destination, trust: Trust, lookup: Callable[[str], Hit | None
         return Classified(dest, "evicted")
     if hit.provenance is not None and hit.provenance.named is not None:
         # A source the user named may be honest ("her address is on her website"), unless the address
-        # sits in text of it that gives the agent orders to send there (`orders`): that is an injection.
-        state = "ordered_named" if hit.provenance.orders is not None else "tainted_named"
-        return Classified(dest, state, provenance=hit.provenance)
+        # sits in text of it that gives the agent orders to send there (`provenance.orders`): then
+        # `send_verdict` denies it as the injection it is.
+        return Classified(dest, "tainted_named", provenance=hit.provenance)
     return Classified(dest, "tainted_identity", provenance=hit.provenance)
 
 
@@ -271,7 +268,12 @@ def send_verdict(
                 parameter=c.dest.parameter,
                 provenance=c.provenance,
             )
-        if c.state == "ordered_named" and on_tainted == "deny" and c.provenance is not None:
+        if (
+            c.state == "tainted_named"
+            and on_tainted == "deny"
+            and c.provenance is not None
+            and c.provenance.orders is not None
+        ):
             return Verdict(
                 "deny",
                 "sink.named_source_orders",
@@ -285,7 +287,7 @@ def send_verdict(
                 provenance=c.provenance,
             )
     for c in results:
-        if c.state in ("tainted_named", "ordered_named") and c.provenance is not None:
+        if c.state == "tainted_named" and c.provenance is not None:
             return Verdict(
                 "ask",
                 "sink.tainted_named_source",
