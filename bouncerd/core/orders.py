@@ -240,11 +240,18 @@ def _sentence_end(low: str, i: int) -> int:
     return min(ends) if ends else len(low)
 
 
+def _frame_end(low: str, end: int, marker: Marker, tag: str) -> int | None:
+    """Where a frame opened by `tag` closes, within `MAX_FRAME_CHARS`; None if it does not."""
+    if marker.frame_close is None:
+        return None
+    stop = min(len(low), end + MAX_FRAME_CHARS)
+    shut = re.compile(marker.frame_close.format(re.escape(tag))).search(low, end, stop)
+    return shut.end() if shut else None
+
+
 def _span(low: str, start: int, end: int, marker: Marker, tag: str | None) -> tuple[int, int]:
-    if marker.frame_close is not None and tag:
-        stop = min(len(low), end + MAX_FRAME_CHARS)
-        shut = re.compile(marker.frame_close.format(re.escape(tag))).search(low, end, stop)
-        return start, shut.end() if shut else stop
+    if marker.frame_close is not None and tag:  # a frame left open: to the bound
+        return start, min(len(low), end + MAX_FRAME_CHARS)
     before = marker.kind in _BEFORE_ONLY or marker.label in _CLOSING_LABELS or marker.label in _BOTH_WAYS
     after = marker.kind not in _BEFORE_ONLY and marker.label not in _CLOSING_LABELS
     return (
@@ -281,14 +288,21 @@ def markers_in(text: str) -> list[tuple[int, int, Marker]]:
     low = _lower(text)
     present = {gate for gate in GATES if gate in low}
     found: list[tuple[int, int, Marker]] = []
+    frames: list[tuple[int, int]] = []  # closed frames: what lies past one is not its orders
+    where: list[int] = []  # where each marker of `found` matched
     for marker in MARKERS:
         if marker.anchors and present.isdisjoint(marker.gates):
             continue
         if not marker.anchors:
             for m in marker.pattern.finditer(low):
-                found.append(
-                    (*_span(low, m.start(), m.end(), marker, m.group(1) if m.lastindex else None), marker)
-                )
+                tag = m.group(1) if m.lastindex else None
+                shut = _frame_end(low, m.end(), marker, tag) if tag else None
+                if shut is not None:
+                    frames.append((m.start(), shut))
+                    found.append((m.start(), shut, marker))
+                else:
+                    found.append((*_span(low, m.start(), m.end(), marker, tag), marker))
+                where.append(m.start())
                 if len(found) >= MAX_MARKERS_READ:
                     break
             continue
@@ -300,9 +314,25 @@ def markers_in(text: str) -> list[tuple[int, int, Marker]]:
                     at = match(low, i)
                     if at is not None:
                         found.append((*_span(low, i, at.end(), marker, None), marker))
+                        where.append(i)
                 i = low.find(anchor, i + 1)
-    found.sort(key=lambda f: f[0])
-    return found
+    return sorted(_within_frames(found, where, frames), key=lambda f: f[0])
+
+
+def _within_frames(
+    found: list[tuple[int, int, Marker]], where: list[int], frames: list[tuple[int, int]]
+) -> list[tuple[int, int, Marker]]:
+    """A marker inside a closed frame (`<important>…</important>`) governs nothing past the frame: the
+    honest text after an injection is not part of it."""
+    if not frames:
+        return found
+    out = []
+    for (s, e, m), at in zip(found, where, strict=True):
+        for fs, fe in frames:
+            if fs < at < fe < e:
+                e = fe
+        out.append((s, e, m))
+    return out
 
 
 def _sentences(text: str) -> list[str]:
