@@ -271,6 +271,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "a destination from a source the prompt named is not asked about",
     ),
     Mutant(
+        "sink.named_source_orders",
+        f"{CORE}/sinkgate.py",
+        "and c.provenance.orders is not None",
+        "and False",
+        "a destination inside orders to the agent in a named source is only asked about",
+    ),
+    Mutant(
         "sink.planted_name",
         f"{CORE}/sinkgate.py",
         'if c.state == "planted_name":',
@@ -330,7 +337,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- the sink gate: fetches ----
     Mutant(
         "fetch.tainted_host_new_path",
-        f"{CORE}/sinkgate.py",
+        f"{CORE}/fetchgate.py",
         "if hit is not None:",
         "if False:",
         "a new path on a host planted in untrusted output is fetched",
@@ -338,14 +345,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fetch.named_source",
-        f"{CORE}/sinkgate.py",
+        f"{CORE}/fetchgate.py",
         "if hit.identity_only and hit.provenance is not None and hit.provenance.named is not None:",
         "if False:",
         "a new path on a host a named page mentions is denied, not asked",
     ),
     Mutant(
         "fetch.evicted",
-        f"{CORE}/sinkgate.py",
+        f"{CORE}/fetchgate.py",
         'if hit.state == "evicted":',
         "if False:",
         "a host whose taint details were evicted is judged as if they were kept",
@@ -353,21 +360,21 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fetch.carries_tainted",
-        f"{CORE}/sinkgate.py",
+        f"{CORE}/fetchgate.py",
         'if carried is not None and carried.state == "tainted":',
         "if False:",
         "a URL that carries a planted name in its host, path or query is fetched",
     ),
     Mutant(
         "fetch.ambiguous_reading",
-        f"{CORE}/sinkgate.py",
+        f"{CORE}/fetchgate.py",
         "if ambiguous is None and not canon.reading(d.value).single:",
         "if False:",
         "a URL that reads more than one way is fetched",
     ),
     Mutant(
         "fetch.allowed",
-        f"{CORE}/sinkgate.py",
+        f"{CORE}/fetchgate.py",
         "if trusted_reason(d, trust) is not None or seen_exactly(d.value):",
         "if trusted_reason(d, trust) is not None:",
         "a URL fetched exactly as it appeared is judged as a new one",

@@ -10,7 +10,7 @@ daemon about the ones that reach the network, and this module is the pure part o
 `network_destinations(tool, input)` lists ``(kind, destination)`` pairs:
 - ``fetch``: a URL retrieved (WebFetch's `url`; curl/wget/httpie without a body or headers; git
   clone/fetch/pull; URLs handed to programs we do not know). Judged like an MCP fetch sink
-  (`sinkgate.fetch_verdict`): a URL exactly as it appeared is fine, a new path on a tainted host is not.
+  (`fetchgate.fetch_verdict`): a URL exactly as it appeared is fine, a new path on a tainted host is not.
 - ``send``: data delivered (curl -d/-F/-T/-H/-u/..., wget --post-*, httpie items, nc/ncat/socat/telnet,
   ssh/scp/sftp/rsync/ftp, git push, mail/sendmail, `/dev/tcp/HOST/PORT`, dig/ping, URLs inside
   `python -c`/`node -e`/... code). Judged like an MCP send (`sinkgate.send_verdict`), except that an
@@ -88,7 +88,7 @@ def verdict(
 ) -> Verdict:
     """The verdict on one call of a built-in tool: any deny wins, then any ask, else allow. An allow
     means "Bouncer has no objection"; the client's own permission rules still apply."""
-    from bouncerd.core import sinkgate
+    from bouncerd.core import fetchgate, sinkgate
     from bouncerd.core.model import Verdict
 
     param = "url" if tool_name == WEB_FETCH else "command"
@@ -109,7 +109,7 @@ def verdict(
             asks.append(Verdict("ask", "builtin.unreadable", why, parameter=param))
             continue
         if kind == "fetch":
-            v = sinkgate.fetch_verdict(
+            v = fetchgate.fetch_verdict(
                 {param: value},
                 tool=tool_name,
                 sink_params=(param,),

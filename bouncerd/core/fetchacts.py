@@ -17,7 +17,7 @@ the fetch gate let it through:
   (``consequence.acting_fetch``), with where the URL first appeared when an output planted it.
 
 Following redirects is reading (`follow_redirects: true` is no act), and a fetch with a body,
-headers or a writing method is a send, which the sink gate judged already (`sinkgate.fetch_payload`).
+headers or a writing method is a send, which the sink gate judged already (`fetchgate.fetch_payload`).
 """
 
 from __future__ import annotations

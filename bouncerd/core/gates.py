@@ -32,6 +32,7 @@ from bouncerd.core import (
     consequence,
     constraints,
     fallback,
+    fetchgate,
     names,
     onetimecode,
     restricted,
@@ -144,9 +145,9 @@ def check_sinks(
     trust = view.trust(call, rule)
     payload = None
     if rule.sink_kind == "fetch":
-        payload = sinkgate.fetch_payload(call.arguments, rule.sink_params, fallback.looks_like_destination)
+        payload = fetchgate.fetch_payload(call.arguments, rule.sink_params, fallback.looks_like_destination)
     if rule.sink_kind == "fetch" and payload is None:
-        verdict = sinkgate.fetch_verdict(
+        verdict = fetchgate.fetch_verdict(
             call.arguments,
             tool=call.tool,
             sink_params=rule.sink_params,
@@ -322,7 +323,7 @@ def decide_message(view: GateView, call: ToolCall, grants: OnceGrants, now: floa
         uri = call.arguments.get("uri")
         if not isinstance(uri, str) or not uri.strip():
             return Verdict("deny", "message.invalid_params", f"{label} {call.tool} names no URI to check")
-        verdict = sinkgate.fetch_verdict(
+        verdict = fetchgate.fetch_verdict(
             {"uri": uri},
             tool=call.tool,
             sink_params=("uri",),

@@ -69,6 +69,9 @@ class Provenance:
     # The source the user's prompt named that this output came from (a URL, a file): what it says is
     # asked about, never denied outright. None for every other output.
     named: str | None = None
+    # The marker (`orders.MARKERS`, our own words) of text that gives the agent orders, when the key was
+    # seen in a sentence of it that tells the agent to send there. None for every other sighting.
+    orders: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -81,6 +84,8 @@ class Provenance:
         }
         if self.named is not None:
             out["named"] = self.named
+        if self.orders is not None:
+            out["orders"] = self.orders
         return out
 
 

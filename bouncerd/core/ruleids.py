@@ -249,6 +249,15 @@ _TABLE = (
         "an injection inside the page or file the user pointed to",
     ),
     _row(
+        "sink.named_source_orders",
+        DENY,
+        "a destination appeared in a source your prompt named, inside text that gives the agent orders "
+        "(addressed to an AI, overriding its instructions, or hiding from the user) and tells it to send "
+        "there",
+        _TAINT,
+        "an injection inside the page or file the user pointed to, asking for a different destination",
+    ),
+    _row(
         "sink.ambiguous_reading",
         ASK,
         "a destination can be read more than one way, so no allowlist can vouch for it",

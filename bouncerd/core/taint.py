@@ -48,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from bouncerd.core import fold, linkkeys, said, textrecords, tokens
+from bouncerd.core import fold, linkkeys, orders, said, textrecords, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.shapes import DOMAIN_PREFIX, domain_keys
 from bouncerd.core.taint_index import (
@@ -107,6 +107,8 @@ MAX_YAML_CHARS = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is 
 MAX_FIELD_PATH_CHARS = 200  # deeper paths are cut: nesting must not cost quadratic memory
 MAX_FIELD_NAME_WORDS = 4  # "Reply To", "Sent On Behalf Of": field names; a longer one is prose
 MAX_BLOB_CHARS = 4 * 1024 * 1024  # resource blobs larger than this are not decoded as text
+# A text shorter than this cannot hold a marker, a sending verb and a destination: not read for orders.
+MIN_ORDERS_TEXT_CHARS = 40
 
 _YAML_LOADER: Any = textrecords.UniqueKeyLoader  # a repeated key would hide a value: not read as YAML
 
@@ -191,7 +193,8 @@ class _Collector:
     def records(self) -> list[TokenRecord]:
         found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # text -> keys, domain keys
         said_of: dict[str, tuple[str, ...]] = {}  # text -> said keys (a text repeats: a subject, a quote)
-        provs: dict[tuple[str | None, bool], Provenance] = {}
+        orders_of: dict[str, dict[str, str]] = {}  # text -> its keys inside orders to the agent (`orders`)
+        provs: dict[tuple[str | None, bool | str], Provenance] = {}  # (field, identity or orders marker)
         keys: dict[str, Provenance] = {}
         get = keys.get
         key_tuple = tokens.key_tuple
@@ -230,16 +233,34 @@ class _Collector:
                     s.server, s.tool, s.request_id, s.ts, field, identity
                 )
             own = parties.get(_object_of(field)) if parties and not identity else None
+            ordered = None
+            if not identity and len(text) >= MIN_ORDERS_TEXT_CHARS:
+                ordered = orders_of.get(text)
+                if ordered is None:
+                    ordered = orders_of[text] = orders.ordered_keys(text)
             for key in got:
                 chosen = prov
-                if own is not None and key in own:
+                if ordered and key in ordered:
+                    # seen where the text gives the agent orders to send there: the marker goes with it
+                    marker = ordered[key]
+                    chosen = provs.get((field, marker)) or provs.setdefault(
+                        (field, marker),
+                        Provenance(
+                            prov.server, prov.tool, prov.request_id, prov.ts, field, False, None, marker
+                        ),
+                    )
+                elif own is not None and key in own:
                     # the same message's own sender, repeated in its body (a signature): still a sender
                     chosen = provs.get((field, True)) or provs.setdefault(
                         (field, True),
                         Provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, True),
                     )
                 old = get(key)
-                if old is None or (old.identity and not chosen.identity):
+                if (
+                    old is None
+                    or (old.identity and not chosen.identity)
+                    or (chosen.orders is not None and old.orders is None and not chosen.identity)
+                ):
                     keys[key] = chosen
         return list(map(_as_record, keys.items()))
 

@@ -278,7 +278,7 @@ class TaintIndex:
         return None
 
     def key_hit(self, key: str) -> Hit | None:
-        """Whether one index key (already folded, e.g. from `sinkgate.carried_keys`) appeared; a host
+        """Whether one index key (already folded, e.g. from `fetchgate.carried_keys`) appeared; a host
         also as the domain of a planted address."""
         if "@" in key or "/" in key or key[:1] == shapes.EXACT_PREFIX:
             return self._probe((key,))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import sinkgate, taint
+from bouncerd.core import fetchgate, sinkgate, taint
 from bouncerd.core.model import Verdict
 
 TRUST = sinkgate.Trust(frozenset(), frozenset(), {})
@@ -44,7 +44,7 @@ def _fetch(written: str, url: str) -> Verdict:
     }
     index = taint.TaintIndex()
     index.add(taint.extract(msg, source))
-    return sinkgate.fetch_verdict(
+    return fetchgate.fetch_verdict(
         {"url": url},
         tool="fetch",
         sink_params=("url",),

@@ -222,6 +222,7 @@ def test_taint_rows_show_the_planted_destination_rules() -> None:
         "sink.tainted_named_source",
         "sink.planted_name",
         "sink.dictated_content",
+        "sink.named_source_orders",
         "sink.evicted",
         "fetch.tainted_host_new_path",
         "fetch.named_source",

@@ -125,9 +125,7 @@ def test_a_reading_tool_may_look_up_a_planted_sender(tool: str, planted: str) ->
 
 @settings(max_examples=20, deadline=None)
 @given(PROGRAM_TOOLS, PROGRAM_PARAMS, st.integers(min_value=0, max_value=2000))
-def test_a_program_padded_past_the_reader_is_not_allowed(
-    tool: str, param: str, extra: int
-) -> None:
+def test_a_program_padded_past_the_reader_is_not_allowed(tool: str, param: str, extra: int) -> None:
     """The attack: pad the command so the planted host lies past the reader's limit. Cut there, the
     tail went unread and the call was allowed; whole, it is too long to read, so it is asked."""
     eng = _engine([{"name": tool}])
