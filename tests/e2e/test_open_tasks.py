@@ -84,6 +84,7 @@ CODE = re.compile(r"`bouncerctl approve ([0-9A-HJKMNP-TV-Z]{3}-[0-9A-HJKMNP-TV-Z
 # Bounds a scenario: a shim and the fixture server start in about a second; this only turns a hang
 # into a failure.
 SCENARIO_TIMEOUT = 30.0
+RECORD_POLL_SECONDS = 0.01  # how often a call waits for its audit record (see `Agent.call`)
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +149,12 @@ class Desk:
         served_before = len(self.served())
         audited_before = len(self._verdicts(tool, arguments))
         result = await self.probe.client.call_tool(tool, arguments)
+        # A call decided before it is asked (the fast path) is forwarded at once and its record reaches
+        # the audit log after the result: wait for it, bounded by the test's own deadline.
         verdicts = self._verdicts(tool, arguments)
+        while len(verdicts) <= audited_before:
+            await anyio.sleep(RECORD_POLL_SECONDS)
+            verdicts = self._verdicts(tool, arguments)
         assert len(verdicts) == audited_before + 1, (tool, arguments, verdicts)
         record = verdicts[-1]
         fresh = self.served()[served_before:]
