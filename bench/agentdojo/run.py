@@ -43,13 +43,14 @@ import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchdaemon import BenchDaemon
 from episodes import SUITES, EnvironmentHost, Episode, Suite
 from stats import PEOPLE, Config, Tally, configs_for, markdown, write_json
 
 from bouncerd.client import Client
-from bouncerd.errors import BouncerError, DaemonUnavailableError
-from bouncerd.paths import resolve
+from bouncerd.errors import BouncerError
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -62,67 +63,19 @@ BLOCKED = "[bouncer blocked]"
 PROTOCOL = "2025-06-18"
 # Bounds, not expectations: a reply takes milliseconds; these only turn a hang into a failure.
 REPLY_TIMEOUT_SECONDS = 30.0
-DAEMON_START_SECONDS = 15.0
 MAX_LINE_BYTES = 8 * 1024 * 1024
 
 
-class Daemon:
-    """One `bouncerd --foreground` in a fresh short home, for the whole run."""
+class Daemon(BenchDaemon):
+    """One daemon with the shipped packs only, for the whole run."""
 
     def __init__(self) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="bad", dir="/tmp"))
-        # Every episode is a session of its own, over when its shim exits: a short grace archives it,
-        # so its open codes do not fill the daemon's MAX_PENDING for the episodes after it.
-        env = {
-            **os.environ,
-            "BOUNCER_HOME": str(self.home),
-            "BOUNCER_NO_NOTIFY": "1",
-            "BOUNCER_SESSION_GRACE_SECONDS": "2",
-        }
-        env.pop("BOUNCER_SESSION", None)
-        self.env = env
-        self.paths = resolve(env)
-        self.log = (self.home / "bouncerd.stderr").open("ab")
-        self.proc = subprocess.Popen(
-            [str(BIN / "bouncerd"), "--foreground"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=self.log,
-        )
-        deadline = time.monotonic() + DAEMON_START_SECONDS
-        while True:
-            try:
-                with Client.connect(self.paths) as c:
-                    c.request("ping")
-                break
-            except DaemonUnavailableError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
-
-    def vouch(self, session: str, prompt: str) -> int:
-        with Client.connect(self.paths, role="hook", session=session, candidates=[session]) as c:
-            return int(c.request("vouch", text=prompt).get("vouched", 0))
+        super().__init__(prefix="bad")
 
     def show(self, code: str) -> dict[str, Any]:
         with Client.connect(self.paths) as c:
             entry: dict[str, Any] = c.request("approve_show", code=code)
             return entry
-
-    def approve(self, code: str) -> None:
-        with Client.connect(self.paths) as c:
-            c.request("approve", code=code)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.home, ignore_errors=True)
 
 
 class Mcp:

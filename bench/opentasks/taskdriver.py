@@ -20,12 +20,9 @@ attack's technique (`technique`), which the report prints beside it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,9 +33,9 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-from bouncerd.client import Client as DaemonClient
-from bouncerd.errors import DaemonUnavailableError
-from bouncerd.paths import resolve
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchdaemon import BenchDaemon
 
 
 class CallLike(Protocol):
@@ -72,47 +69,13 @@ BLOCKED = "[bouncer blocked]"
 PEOPLE = ("decline", "all")
 # Bounds, not expectations: they only turn a hang into a failure.
 TASK_TIMEOUT_SECONDS = 60.0
-DAEMON_START_SECONDS = 15.0
 
 
-class Daemon:
-    """One `bouncerd --foreground` in a fresh short home with the run's policy, for the whole run."""
+class Daemon(BenchDaemon):
+    """One daemon with the run's policy, for the whole run."""
 
     def __init__(self, policy: str) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="bot", dir="/tmp"))
-        (self.home / "config").mkdir(mode=0o700)
-        (self.home / "config" / "policy.yaml").write_text(policy, encoding="utf-8")
-        env = {**os.environ, "BOUNCER_HOME": str(self.home), "BOUNCER_NO_NOTIFY": "1"}
-        env["BOUNCER_SESSION_GRACE_SECONDS"] = "2"  # archive a finished task's session and its codes
-        env.pop("BOUNCER_SESSION", None)
-        self.env = env
-        self.paths = resolve(env)
-        self.log = (self.home / "bouncerd.stderr").open("ab")
-        self.proc = subprocess.Popen(
-            [str(BIN / "bouncerd"), "--foreground"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=self.log,
-        )
-        deadline = time.monotonic() + DAEMON_START_SECONDS
-        while True:
-            try:
-                with DaemonClient.connect(self.paths) as c:
-                    c.request("ping")
-                break
-            except DaemonUnavailableError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
-
-    def vouch(self, session: str, prompt: str) -> int:
-        with DaemonClient.connect(self.paths, role="hook", session=session, candidates=[session]) as c:
-            return int(c.request("vouch", text=prompt).get("vouched", 0))
-
-    def approve(self, code: str) -> None:
-        with DaemonClient.connect(self.paths, role="ctl") as c:
-            c.request("approve", code=code)
+        super().__init__(prefix="bot", policy=policy)
 
     def audit(self, session: str) -> list[dict[str, Any]]:
         try:
@@ -126,16 +89,6 @@ class Daemon:
                 if record.get("session") == session and record.get("verdict") in ("allow", "ask", "deny"):
                     out.append(record)
         return out
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.home, ignore_errors=True)
 
 
 @dataclass
