@@ -92,6 +92,8 @@ def names_a_network_host(uri: str) -> bool:
 
 
 _WORD_EDGES = "\"'`()[]{}<>,;!?*"
+# A dot, then a capital and a lower-case letter: where a sentence starts with no space after the last.
+_GLUED_SENTENCE = re.compile(r"\.(?=[A-Z][a-z])")
 MAX_PROMPT_CHARS = 100_000  # a prompt longer than this is a paste, not a person naming recipients
 
 
@@ -100,7 +102,12 @@ def prompt_destinations(text: str) -> list[str]:
     in the user's own spelling: trust is compared on narrow keys (see canon)."""
     out: list[str] = []
     for raw in text[:MAX_PROMPT_CHARS].split():
-        word = raw.strip(_WORD_EDGES).rstrip(".:")
-        if len(word) >= taint.MIN_DESTINATION_CHARS and canon.canonicalize(word).kind != "text":
-            out.append(word)
+        whole = raw.strip(_WORD_EDGES).rstrip(".:")
+        # "our website www.our-company.com.They sent ...": a sentence glued to the next one. The host
+        # the person meant is the word up to the dot before the capital, when it is written all in
+        # lower case (so "Docs.Acme.Co.Uk" never gives "docs.acme.co"); the whole word is kept too.
+        glued = [whole[: m.start()] for m in _GLUED_SENTENCE.finditer(whole)]
+        for word in (whole, *(w for w in glued if w == w.lower())):
+            if len(word) >= taint.MIN_DESTINATION_CHARS and canon.canonicalize(word).kind != "text":
+                out.append(word)
     return out
