@@ -101,7 +101,7 @@ class FakeClock:
 def test_an_answer_within_the_window_is_a_hit_without_sleeping(ready_at: int) -> None:
     sel, budget = FakeSelector(ready_at), SpinBudget()
     budget.score = 3
-    events = poll_then_wait(sel, 100.0, 10.0, budget, clock=FakeClock(1.0), pause=lambda: None)  # type: ignore[arg-type]
+    events: list[Any] = poll_then_wait(sel, 100.0, 10.0, budget, clock=FakeClock(1.0), pause=lambda: None)  # type: ignore[arg-type]
     assert events == [("ready", selectors.EVENT_READ)]
     assert sel.slept == []
     assert budget.score == 4
@@ -112,7 +112,7 @@ def test_a_window_that_runs_out_is_a_miss_and_then_sleeps_the_rest(
     timeout: float | None, rest: float | None
 ) -> None:
     sel, budget = FakeSelector(None), SpinBudget()
-    events = poll_then_wait(sel, timeout, 0.5, budget, clock=FakeClock(0.1), pause=lambda: None)  # type: ignore[arg-type]
+    events: list[Any] = poll_then_wait(sel, timeout, 0.5, budget, clock=FakeClock(0.1), pause=lambda: None)  # type: ignore[arg-type]
     assert events == [("slept", selectors.EVENT_READ)]
     assert sel.slept == [rest]
     assert budget.score == MAX_SCORE - MISS_COST
