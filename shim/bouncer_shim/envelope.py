@@ -16,6 +16,9 @@ so nothing nested is ever mistaken for an envelope member. Each member is confir
 on its own few bytes. The two serialisations in the wild are covered: the Python SDK writes
 ``{"jsonrpc":"2.0","id":1,"result":{...}}`` and the TypeScript SDK ``{"result":{...},"jsonrpc":"2.0",
 "id":1}``. Anything else yields an `Envelope` without an id and the caller parses the whole line.
+A member between two structured values is seen by neither walk, so an envelope never says that
+such a member is absent: a caller that must know (serverside.py: a ``method`` hidden there makes the
+line a server request to the client) checks the bytes itself.
 
 The same walk over the excerpts of an over-long line (`lines.OversizedLine`) recovers which request it
 answered. Both walks are linear in the bytes they look at and never raise.

@@ -50,6 +50,7 @@ from bouncer_shim.lines import LineSplitter, OversizedLine
 from bouncer_shim.link import Connected, DaemonLink, LinkEvent, Lost
 from bouncer_shim.proc import UPSTREAM_EXIT_GRACE_SECONDS, UPSTREAM_TERM_GRACE_SECONDS, Upstream, enlarge_pipe
 from bouncer_shim.relay import Relay
+from bouncer_shim.spin import SpinBudget, poll_then_wait, spin_seconds
 from bouncer_shim.sync import VERDICT_WAIT_SECONDS
 
 # A side stops being read while this much of what it sent waits to be written or acknowledged. Large
@@ -74,22 +75,6 @@ DAEMON_ACK_TIMEOUT_SECONDS: Final = 10.0
 # While bouncerd owes only acknowledgements nothing waits on (sync.LinkSync.wake_for_replies), its socket
 # is not watched: replies are read before anything else the pump wakes for, and after this long at most.
 QUIET_READ_SECONDS: Final = 0.005
-
-# While a verdict is awaited, the shim polls this long before it sleeps (`Pump._select`). Overridable
-# for benchmarks with BOUNCER_SHIM_SPIN_US (0: never poll).
-SPIN_SECONDS: Final = 0.0005
-
-
-def _spin_seconds() -> float:
-    value = os.environ.get("BOUNCER_SHIM_SPIN_US")
-    if not value:
-        return SPIN_SECONDS
-    try:
-        return max(0, int(value)) / 1e6
-    except ValueError:
-        diagnose(f"BOUNCER_SHIM_SPIN_US={value!r} is not a whole number of µs; using the default")
-        return SPIN_SECONDS
-
 
 # Signals that end the shim: each starts the upstream's shutdown at SIGTERM.
 ENDING_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -122,7 +107,10 @@ class Pump:
         self.link = link
         self.clock = clock
         self.sel = selectors.DefaultSelector()
-        self.spin_seconds = _spin_seconds()
+        self.spin_seconds, spin_note = spin_seconds(os.environ)
+        if spin_note is not None:
+            diagnose(spin_note)
+        self._spin = SpinBudget()
         self._interest: dict[str, tuple[int, int]] = {}
         self._wanted: tuple[object, ...] = ()  # what _update_interest last registered
         self._daemon_quiet = False  # the daemon socket is connected but not watched for replies
@@ -214,34 +202,16 @@ class Pump:
             self._flush_all()
 
     def _select(self, timeout: float | None) -> list[tuple[selectors.SelectorKey, int]]:
-        """The ready streams: polled for up to `spin_seconds` first while a verdict is awaited, then
-        waited for.
-
-        A write that wakes a process sleeping on another CPU costs the writer tens of microseconds on
-        a virtual machine, and the sleeper as much again to wake; a shim still polling when the
-        daemon's verdict comes costs neither. bench/relay.py, runs alternating, when every call took
-        the round trip: 1.80-1.87x direct without, 1.27-1.77x with, most near 1.4x. Each poll yields
-        the CPU first, so a runnable process (the daemon, a server) keeps its turn. The verdict is
-        the one wait the shim adds to a call that is short and certain to end; the shim does not
-        poll for anything else (a server's result, the client's next call, a slow reader of a large
-        result, the daemon's acknowledgements). On 2 CPUs the client, the server, the shim and the
-        daemon contend for the cores, and a call forwarded before it is asked (fastset.py) has the
-        daemon indexing its output while the client reads it: polling there took the core one of
-        them needed (docs/benchmarks.md, the `bench/relay.py` section)."""
+        """The ready streams: while a verdict is awaited, polled for first while polling pays
+        (spin.py), then waited for."""
         if (
             self.spin_seconds <= 0
             or (timeout is not None and timeout <= 0)
             or not self.relay.awaiting_verdict
+            or not self._spin.should_poll()
         ):
             return self.sel.select(timeout)
-        window = self.spin_seconds if timeout is None else min(self.spin_seconds, timeout)
-        until = time.monotonic() + window
-        while True:
-            events = self.sel.select(0)
-            if events or time.monotonic() >= until:
-                break
-            os.sched_yield()
-        return events or self.sel.select(None if timeout is None else timeout - window)
+        return poll_then_wait(self.sel, timeout, self.spin_seconds, self._spin)
 
     def _dispatch(self, name: str, mask: int) -> None:
         if name == "wake":

@@ -39,7 +39,8 @@ the ``answer`` op's verdict), an ``input_required`` result, or a refusal naming 
 Server to client (serverside.py, `ServerSide`, which `Relay` inherits). Every line goes through the
 outbox but the answers to the shim's own tools/list; a ``tools/list`` result is also remembered for
 the resync and reported with the pages before it. Lines of a megabyte or more are classified from
-their envelope (envelope.py), not parsed whole.
+their envelope (envelope.py), not parsed whole, unless their bytes could hold a top-level
+``method`` the envelope does not show (serverside.py).
 
 The daemon away. While the link is CONNECTING calls are held and outputs queued. While it is
 SYNCING calls wait for the resync. While it is DOWN every call is refused at once (fail closed) and

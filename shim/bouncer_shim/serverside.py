@@ -11,7 +11,8 @@ remembered for the resync and reported with the pages before it; an ``initialize
 relay which protocol era the client and server speak. A server request that reuses an id the shim
 reserved for its questions is refused, and ``notifications/tools/list_changed`` makes the next call
 list the tools again and drops the fast-path set. Lines of ENVELOPE_ONLY_BYTES or more are classified
-from their envelope (envelope.py), not parsed whole; a line past the splitter's limit is discarded
+from their envelope (envelope.py), not parsed whole, unless they could hide a top-level ``method``
+(`_may_hide_a_method`); a line past the splitter's limit is discarded
 and the request it answers gets a JSON-RPC error.
 """
 
@@ -44,6 +45,16 @@ ENVELOPE_ONLY_BYTES: Final = 1024 * 1024
 ANSWERS_GATED: Final = frozenset({"sampling/createMessage", "elicitation/create"})
 
 
+# A line classified from its envelope must not hide a top-level "method" member. The walks from
+# the two ends stop at the first structured value from each side, so a member between two
+# structured ones is never seen (`{"id":1,"result":{...},"method":"sampling/createMessage",
+# "params":{...}}`), while the client's parser takes that line for a server request and answers it,
+# and the answer would pass upstream unjudged (ANSWERS_GATED). A JSON string that decodes to "method"
+# is either spelled so or holds a \u escape, so a line with either goes to the full parse.
+def _may_hide_a_method(line: bytes) -> bool:
+    return b'"method"' in line or (b"\\" in line and b"\\u" in line)
+
+
 class ServerSide:
     """Server to client; `Relay` holds the state (its __slots__) and the client-to-server half."""
 
@@ -67,8 +78,13 @@ class ServerSide:
         tools: list[Any] | None = None
         if len(line) >= ENVELOPE_ONLY_BYTES:
             envelope = peek(line)
-            if envelope.is_response and not self._answers_tools_list(envelope.members["id"]):
-                self._classify_response(out, envelope.members["id"], envelope.first_structured == "error")
+            request_id = envelope.members.get("id")
+            if (
+                envelope.is_response
+                and not self._answers_tools_list(request_id)
+                and not _may_hide_a_method(line)
+            ):
+                self._classify_response(out, request_id, envelope.first_structured == "error")
                 self._outbox.emit(out, None, self._sync.state)
                 return
         message = jsonrpc.parse(line)

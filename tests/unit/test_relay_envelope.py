@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from bouncer_shim.envelope import peek, peek_ends
+from bouncer_shim.serverside import ANSWERS_GATED, ENVELOPE_ONLY_BYTES, _may_hide_a_method
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_relay import Rig, call, line
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
 values = st.recursive(
@@ -76,3 +79,94 @@ def test_whatever_it_reads_agrees_with_a_full_parse(
 def test_any_bytes_give_an_envelope_never_an_exception(head: bytes, tail: bytes) -> None:
     peek(head + tail)
     peek_ends(head, tail)
+
+
+# ---- the relay: what it may read from the envelope alone -----------------------------------------
+
+PADDING = "x" * ENVELOPE_ONLY_BYTES  # past the size from which the relay reads only the envelope
+KEY_SPELLINGS = ('"method"', '"\\u006dethod"', '"m\\u0065thod"', '"metho\\u0064"', '"method" ')
+
+
+def hidden_request(rid: Any, method: str, key: str, *, indent: bool) -> bytes:
+    """A response envelope at both ends, with a server request's members between two structured
+    ones, where no walk from the ends reaches them."""
+    gap = "\n  " if indent else ""
+    return (
+        f'{{{gap}"jsonrpc":"2.0",{gap}"id":{json.dumps(rid)},{gap}"result":{{"pad":"{PADDING}"}},'
+        f'{gap}{key}:{json.dumps(method)},{gap}"params":{{"messages":[],"maxTokens":9}}{gap}}}'
+    ).encode()
+
+
+@pytest.mark.parametrize("method", sorted(ANSWERS_GATED))
+@pytest.mark.parametrize("key", KEY_SPELLINGS)
+@pytest.mark.parametrize("rid", ["s1", 7, "answered-call"])
+@pytest.mark.parametrize("indent", [False, True])
+def test_a_server_request_hidden_inside_a_large_response_still_has_its_answer_judged(
+    method: str, key: str, rid: Any, indent: bool
+) -> None:
+    """The client reads a line with both `result` and `method` as a request and answers it; the
+    answer carries its data upstream, so it waits for a verdict as any answer to that request does."""
+    rig = Rig()
+    if rid == "answered-call":  # the line also answers a call the client made
+        rig.client(call(rid, "read_file", {}))
+        rig.answer_all()
+    rig.upstream(hidden_request(rid, method, key, indent=indent))
+    (observed,) = rig.pending("observe")
+    assert (observed["kind"], observed["method"]) == ("request", method)
+    rig.answer_all()
+    sent_before = list(rig.to_upstream)
+    answer = line({"jsonrpc": "2.0", "id": rid, "result": {"action": "accept", "content": {"x": "secret"}}})
+    rig.client(answer)
+    (judged,) = [m for m in rig.unanswered if m["op"] == "verdict" and m.get("kind") == "answer"]
+    assert judged["tool"] == method
+    assert rig.to_upstream == sent_before  # held for its verdict
+    rig.verdict(judged, "deny")
+    assert answer not in rig.to_upstream
+
+
+def large_result(rid: int, result: dict[str, Any], *, typescript_order: bool = False) -> bytes:
+    members = [("result", result), ("jsonrpc", "2.0"), ("id", rid)]
+    if not typescript_order:
+        members.reverse()
+    return json.dumps(dict(members), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [PADDING, PADDING + ' the "method" is simple', PADDING + '\n\t"quoted"', "é" * ENVELOPE_ONLY_BYTES],
+)
+@pytest.mark.parametrize("typescript_order", [False, True])
+def test_a_large_result_is_still_read_from_its_envelope_and_relayed_unchanged(
+    text: str, typescript_order: bool
+) -> None:
+    rig = Rig()
+    rig.client(call(3, "read_file", {}))
+    rig.answer_all()
+    big = large_result(3, {"content": [{"type": "text", "text": text}]}, typescript_order=typescript_order)
+    assert not _may_hide_a_method(big)  # read from the envelope
+    rig.upstream(big)
+    (observed,) = rig.pending("observe")
+    assert (observed["kind"], observed["tool"], observed["request_id"]) == ("result", "read_file", 3)
+    rig.answer_all()
+    assert rig.to_client == [big]
+
+
+@pytest.mark.parametrize(
+    ("value", "spelled"),
+    [({"kind": "method"}, None), ({"method": "GET"}, None), ({"kind": 1}, b'"k\\u0069nd"')],
+)
+def test_a_large_result_that_could_hide_a_method_is_parsed_whole_and_classified_alike(
+    value: dict[str, Any], spelled: bytes | None
+) -> None:
+    rig = Rig()
+    rig.client(call(4, "read_file", {}))
+    rig.answer_all()
+    big = large_result(4, {"content": [{"type": "text", "text": PADDING}], "structuredContent": value})
+    if spelled is not None:  # the same key written with an escape
+        big = big.replace(b'"kind"', spelled)
+    assert _may_hide_a_method(big)
+    rig.upstream(big)
+    (observed,) = rig.pending("observe")
+    assert (observed["kind"], observed["tool"], observed["request_id"]) == ("result", "read_file", 4)
+    rig.answer_all()
+    assert rig.to_client == [big]
