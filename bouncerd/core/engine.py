@@ -27,6 +27,7 @@ from bouncerd.core import (
     callnotes,
     canon,
     consequence,
+    described,
     fallback,
     fallback_words,
     gates,
@@ -73,6 +74,7 @@ class Engine(Store):
         self._identities: dict[str, ServerIdentity] = {}  # server name -> latest identity seen
         self._rules: dict[tuple[int, str, str, str], ToolRule] = {}
         self._own: tuple[tuple[str, ...], frozenset[str]] | None = None  # `you:` and its taint keys
+        self._authors: dict[str, tuple[int, frozenset[str]]] = {}  # session -> (vouched size, authors)
         self.restriction: restricted.Restriction | None = None  # the journal was damaged (restricted.py)
 
     def restrict(self, restriction: restricted.Restriction) -> None:
@@ -164,9 +166,12 @@ class Engine(Store):
         """`untrusted_output: false`: the user vouches for this tool's output (their own address book)."""
         return tool is not None and not self.rule_for(server, tool, policy).untrusted_output
 
-    def record_taint(self, session: str, records: list[taint.TokenRecord], server: str = "") -> list[Event]:
+    def record_taint(
+        self, session: str, records: list[taint.TokenRecord], server: str = "", payload: bytes | None = None
+    ) -> list[Event]:
         """Apply the taint of one output (records all share one source). Outputs of a tool the user
-        vouched for (`untrusted_output: false`) add nothing."""
+        vouched for (`untrusted_output: false`) add nothing. With the raw output (`payload`), a message
+        in it whose author the prompt described is read as a source the user named (`described`)."""
         if not records:
             return []
         prov = records[0].provenance
@@ -190,6 +195,8 @@ class Engine(Store):
         note = self.notes.get(session, server, prov.request_id)
         if note is not None:
             records = callnotes.read_as_noted(records, note)
+        if payload is not None and state is not None:
+            records = described.read_as_described(records, payload, self.authors(session))
         if records:
             data = taint.encode_records(records)
             self._emit(events, TaintEvent(ev="taint", scope=self.scope_key(session, server), data=data))
@@ -210,6 +217,7 @@ class Engine(Store):
         keys = {k for word in argshapes.prompt_destinations(text) for k in canon.keys(word)}
         keys |= typed.typed_keys(text[: argshapes.MAX_PROMPT_CHARS])
         keys |= set(said.said_keys(text[: argshapes.MAX_PROMPT_CHARS]))  # short values, by position
+        keys |= described.described_keys(text[: argshapes.MAX_PROMPT_CHARS])  # "the message from Bob"
         events: list[VouchEvent] = []
         if keys - self.session(session).vouched:
             self._emit(events, VouchEvent(ev="vouch", session=session, keys=sorted(keys)))
@@ -347,7 +355,8 @@ class Engine(Store):
         if identity is not None and self.output_is_trusted(identity, tool):
             return
         note = self.notes.get(session, server, request_id)
-        output = names.Output(server, tool, request_id, ts, note.named if note is not None else None)
+        named = note.named if note is not None else None
+        output = names.Output(server, tool, request_id, ts, named, self.authors(session))
         scope = self.scope_key(session, server)
         # Calls made before a restart (journalled) whose outputs this record never read: of every
         # session for the user scope, else of this one.
@@ -357,6 +366,18 @@ class Engine(Store):
             for sid, state in covered.items()
         )
         self.names.read(scope, session, output, payload, behind)
+
+    def authors(self, session: str) -> frozenset[str]:
+        """The authors of the messages this session's prompts described ("the message from Bob")."""
+        state = self.sessions.get(session)
+        if state is None or not state.vouched:
+            return frozenset()
+        cached = self._authors.get(session)
+        if cached is None or cached[0] != len(state.vouched):
+            if len(self._authors) >= described.MAX_CACHED_SESSIONS:
+                self._authors.clear()  # a cache: recomputed from the vouched keys on the next output
+            cached = self._authors[session] = (len(state.vouched), described.authors(state.vouched))
+        return cached[1]
 
     def _named_argument(self, call: ToolCall) -> str | None:
         """The argument of a call that reads what the user's prompt pointed to: a URL, an address or a

@@ -34,6 +34,7 @@ unseen again (asked). Nothing here is journalled: after a restart every name is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import OrderedDict, deque
@@ -43,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from bouncerd.core import canon
+from bouncerd.core import canon, described
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.taint import MAX_YAML_CHARS, field_is_identity, parse_structured
 
@@ -161,14 +162,17 @@ class ScopeNames:
         return self.prose_only(value) if is_content(value) else None
 
     def _in_prose(self, n: str) -> Provenance | None:
-        named: Provenance | None = None
+        """A source the user named that mentions the name, else the first other prose that does: a name
+        the user's own source gives is asked about even when other text repeats it (a page about the
+        person the named message introduced); only text nobody pointed to makes it planted."""
+        unnamed: Provenance | None = None
         for entry in self.prose:
             if n in entry.echoes or not contains_words(entry.text, n):
                 continue
-            if entry.provenance.named is None:
+            if entry.provenance.named is not None:
                 return entry.provenance
-            named = named or entry.provenance
-        return named
+            unnamed = unnamed or entry.provenance
+        return unnamed
 
     def add(self, whole: set[str], prose: _Prose | None) -> None:
         self.whole |= whole
@@ -193,6 +197,7 @@ class Output:
     request_id: JsonRpcId
     ts: float
     named: str | None = None  # the source the user's prompt named that this output came from
+    authors: frozenset[str] = frozenset()  # authors of messages the prompt described (`described`)
 
 
 class NameLedger:
@@ -246,11 +251,15 @@ class NameLedger:
             message = payload.decode("utf-8", "replace")
         whole: set[str] = set()
         texts: list[str] = []
-        _walk_message(message, whole, texts)
+        route = _Route(output.authors, texts) if output.authors and output.named is None else None
+        _walk_message(message, whole, texts, route)
         echoes = self._calls.pop((session, output.server, repr(output.request_id)), frozenset())
         prov = Provenance(output.server, output.tool, output.request_id, output.ts, None, False, output.named)
         text = fold_prose(" ".join(texts))
         names.add({w for w in whole if w}, _Prose(text, prov, echoes) if text else None)
+        for author, said in (route.messages if route is not None else {}).items():
+            shown = dataclasses.replace(prov, named=f"{output.tool}, the message from {author}")
+            names.add(set(), _Prose(fold_prose(" ".join(said)), shown, echoes))
 
     def forget(self, scope: str) -> None:
         self._scopes.pop(scope, None)
@@ -260,6 +269,23 @@ class NameLedger:
 
     def scopes(self) -> list[str]:
         return list(self._scopes)
+
+
+@dataclass
+class _Route:
+    """Where the text of a structured output goes: a message whose author the prompt described
+    (`described.sender_of`) to that author's prose, a record with any other sender back to the
+    output's own, a record with no sender where its parent's went."""
+
+    authors: frozenset[str]
+    unnamed: list[str]
+    messages: dict[str, list[str]] = field(default_factory=dict)
+
+    def texts_of(self, record: Mapping[Any, Any], texts: list[str]) -> list[str]:
+        author = described.sender_of(record, self.authors)
+        if author is None:
+            return texts
+        return self.messages.setdefault(author, []) if author else self.unnamed
 
 
 def _strings(value: Any, depth: int) -> Iterator[str]:
@@ -278,8 +304,11 @@ def _whole(value: str, whole: set[str]) -> None:
         whole.add(normal(value))
 
 
-def _walk_structured(value: Any, whole: set[str], texts: list[str], depth: int = 0) -> None:
-    """Every scalar of structured output is a whole value (when short and on one line) and text."""
+def _walk_structured(
+    value: Any, whole: set[str], texts: list[str], depth: int = 0, route: _Route | None = None
+) -> None:
+    """Every scalar of structured output is a whole value (when short and on one line) and text; with
+    a `route`, the text of a described author's message is kept apart."""
     if isinstance(value, str):
         _whole(value, whole)
         if "," in value or "|" in value or ";" in value:
@@ -288,13 +317,15 @@ def _walk_structured(value: Any, whole: set[str], texts: list[str], depth: int =
     elif depth >= MAX_WALK_DEPTH:
         texts.append(str(value))
     elif isinstance(value, Mapping):
+        if route is not None:
+            texts = route.texts_of(value, texts)
         for k, v in value.items():
             _whole(str(k), whole)
             texts.append(str(k))
-            _walk_structured(v, whole, texts, depth + 1)
+            _walk_structured(v, whole, texts, depth + 1, route)
     elif isinstance(value, list | tuple):
         for v in value:
-            _walk_structured(v, whole, texts, depth + 1)
+            _walk_structured(v, whole, texts, depth + 1, route)
     elif value is not None and not isinstance(value, bool):
         texts.append(str(value))
 
@@ -334,14 +365,16 @@ def _flow(text: str) -> Any:
         return None
 
 
-def _text_item(text: str, whole: set[str], texts: list[str], mirror: Any) -> None:
+def _text_item(
+    text: str, whole: set[str], texts: list[str], mirror: Any, route: _Route | None = None
+) -> None:
     """A text item: structured (JSON or YAML) is walked, unless it repeats `structuredContent` (walked
     on its own); a short one-line text is a whole value (a tool that answers with one name); a `From:
     Alice` line names a party; the rest is prose."""
     parsed = _structured(text)
     if parsed is not None:
         if mirror is None or parsed != mirror:
-            _walk_structured(parsed, whole, texts)
+            _walk_structured(parsed, whole, texts, 0, route)
         return
     if len(text) <= MAX_WHOLE_CHARS and "\n" not in text.strip():
         _whole(text.strip(), whole)
@@ -377,7 +410,7 @@ def _record_line(line: str, whole: set[str]) -> None:
                 _whole(c, whole)
 
 
-def _walk_message(message: Any, whole: set[str], texts: list[str]) -> None:
+def _walk_message(message: Any, whole: set[str], texts: list[str], route: _Route | None = None) -> None:
     """A JSON-RPC message: text items read as `_text_item`, structured content walked, any other string
     (an error message, a notification) is prose."""
     stack: list[tuple[Any, int]] = [(message, 0)]
@@ -393,9 +426,9 @@ def _walk_message(message: Any, whole: set[str], texts: list[str]) -> None:
                 mirror = node["structuredContent"]
             for k, v in node.items():
                 if k == "structuredContent":
-                    _walk_structured(v, whole, texts)
+                    _walk_structured(v, whole, texts, 0, route)
                 elif k == "text" and isinstance(v, str):
-                    _text_item(v, whole, texts, mirror)
+                    _text_item(v, whole, texts, mirror, route)
                 elif k in ("type", "jsonrpc", "mimeType", "uri", "data", "blob"):
                     continue
                 else:
