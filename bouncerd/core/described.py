@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bouncerd.core import taint
+from bouncerd.core import taint, textrecords
 from bouncerd.core.model import Provenance
 
 SOURCE_KEY_MARK = "\x00from:"
@@ -198,12 +198,43 @@ def _views(payload: bytes) -> list[Any]:
     views: list[Any] = []
     if result.get("structuredContent") is not None:
         views.append(result["structuredContent"])
+    printed: list[Any] = []
     for item in result.get("content") or []:
         if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
             parsed = taint.parse_structured(item["text"])
             if parsed is not None:
                 views.append(parsed)
-    return views
+            else:
+                listing = printed_view(item["text"])
+                if listing is not None:
+                    printed.append(listing)
+    # Printed listings all spell their paths `records[i]`: of two in one output, neither is read.
+    return views + printed if len(printed) <= 1 else views
+
+
+_PRINTED_FIELD = re.compile(r"(records\[\d+\])\.(.+)")
+UNREADABLE_SENDER = "\x00unreadable"  # a sender field the listing reader did not trust: nobody's name
+
+
+def printed_view(text: str) -> dict[str, Any] | None:
+    """A listing printed as Markdown, plain-text blocks or CSV (`textrecords`), as the records the taint
+    walk reads from it (`{"records": [{field: value}, …]}`, paths `records[i].field`), or None. A
+    sender value the listing reader does not trust (a forged or repeated party line) names nobody."""
+    sightings = textrecords.read(text, taint.field_is_identity)
+    if not sightings:
+        return None
+    records: dict[str, dict[str, str]] = {}
+    for value, field, identity in sightings:
+        m = _PRINTED_FIELD.fullmatch(field or "")
+        if m is None:
+            continue
+        name = m.group(2)
+        trusted = identity or not is_sender_field(name)
+        records.setdefault(m.group(1), {})[name] = value if trusted else UNREADABLE_SENDER
+    ordered = sorted(records.items(), key=lambda kv: int(kv[0][len("records[") : -1]))
+    if [int(k[len("records[") : -1]) for k, _ in ordered] != list(range(len(ordered))):
+        return None  # not the listing the taint walk reads: its paths would not line up
+    return {"records": [r for _, r in ordered]} if ordered else None
 
 
 def read_as_described(

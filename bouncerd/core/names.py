@@ -376,6 +376,10 @@ def _text_item(
         if mirror is None or parsed != mirror:
             _walk_structured(parsed, whole, texts, 0, route)
         return
+    if route is not None:
+        listing = described.printed_view(text)
+        if listing is not None:  # the described author's records are kept apart too; all stays here
+            _walk_structured(listing, set(), [], 0, _Route(route.authors, [], route.messages))
     if len(text) <= MAX_WHOLE_CHARS and "\n" not in text.strip():
         _whole(text.strip(), whole)
     for m in _HEADER.finditer(text):
