@@ -22,8 +22,12 @@ Author names are taken only as a person writes a name: one to `MAX_AUTHOR_WORDS`
 with a capital letter (not a word that opens a sentence, `_NOT_NAMES`), or an address or a handle. A
 lower-case "the mail from the bank" describes nobody: its record is read as before.
 
-The names are kept with the prompt's other vouched keys, behind `SOURCE_KEY_MARK` (no destination key
-can equal one), so they are journalled and restored with them.
+A document the prompt points to by its title ("the file called 'Q3 plan'", "the 'Q3 plan' deck") is
+read whole, as a file name the prompt typed is (`titled_keys`, `is_titled`): the call whose argument is
+that title, unless the tool searches (`SEARCH_VERBS`): a search returns whatever matches the title.
+
+The names and titles are kept with the prompt's other vouched keys, behind `SOURCE_KEY_MARK` and
+`TITLE_KEY_MARK` (no destination key can equal one), so they are journalled and restored with them.
 """
 
 from __future__ import annotations
@@ -63,6 +67,23 @@ _POSSESSIVE = re.compile(
 _WROTE = re.compile(
     rf"\b{_MESSAGE_WORDS}\s+(?i:that\s+)?({_NAME_RUN})\s+(?i:sent|wrote|posted|forwarded|left|shared)\b"
 )
+# "the file called 'Q3 plan'", "the document titled Roadmap", "the 'Q3 plan' doc": a document by its
+# title. A place many people write to (a channel, a thread, an inbox) is no one's document: not here.
+_DOCUMENTS = (
+    r"(?i:files?|documents?|docs?|pages?|sheets?|spreadsheets?|notes?|reports?|presentations?|decks?"
+    r"|articles?|memos?|invoices?|bills?|contracts?|attachments?|pdfs?)"
+)
+_QUOTED = r"[\"'“‘]([^\"'“”‘’\n]{1,100})[\"'”’]"
+_TITLED = re.compile(
+    rf"\b{_DOCUMENTS}\s+(?i:called|named|titled|entitled)\s+(?:{_QUOTED}|([\w][\w-]{{1,63}}(?:\s+[A-Z][\w-]*){{0,3}}))"
+)
+_QUOTED_DOCUMENT = re.compile(rf"{_QUOTED}\s+{_DOCUMENTS}\b")
+TITLE_KEY_MARK = "\x00titled:"
+MAX_TITLES = 64  # as MAX_AUTHORS
+# Verbs of a tool that finds many things by a word: its output is whatever matches, not the document.
+SEARCH_VERBS = frozenset({"search", "find", "list", "query", "lookup", "filter", "browse"})
+_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,5}$")
+
 # Capitalised words that open a sentence or a clause, never an author by themselves.
 _NOT_NAMES = frozenset(
     {"the", "a", "an", "my", "our", "your", "his", "her", "their", "its", "this", "that", "these", "those",
@@ -102,6 +123,33 @@ def described_keys(prompt: str) -> set[str]:
             run = m.group(1)
             found.extend(a for a in _authors_in(run, keep_start) if a)
     return {SOURCE_KEY_MARK + a for a in list(dict.fromkeys(a for a in found if len(a) >= 2))[:MAX_AUTHORS]}
+
+
+def titled_keys(prompt: str) -> set[str]:
+    """The titles of documents a prompt points to ("the file called 'Q3 plan'"), as vouched keys
+    (`TITLE_KEY_MARK` + the title). An unquoted title is each of its leading runs of words."""
+    found: list[str] = []
+    for m in _TITLED.finditer(prompt):
+        if m.group(1) is not None:
+            found.append(normal(m.group(1)))
+        else:
+            words = m.group(2).split()
+            found.extend(normal(" ".join(words[:n]).rstrip(".")) for n in range(1, len(words) + 1))
+    found.extend(normal(m.group(1)) for m in _QUOTED_DOCUMENT.finditer(prompt))
+    kept = [t for t in dict.fromkeys(found) if len(t) >= 2 and t not in _NOT_NAMES]
+    return {TITLE_KEY_MARK + t for t in kept[:MAX_TITLES]}
+
+
+def titles(vouched: Iterable[str]) -> frozenset[str]:
+    """The described document titles among a session's vouched keys."""
+    return frozenset(k[len(TITLE_KEY_MARK) :] for k in vouched if k.startswith(TITLE_KEY_MARK))
+
+
+def is_titled(value: str, known: frozenset[str]) -> bool:
+    """Whether an argument value is a described title, as written or with a file extension added
+    (`Q3 plan.pptx` for "the deck called 'Q3 plan'")."""
+    n = normal(value)
+    return n in known or _EXTENSION.sub("", n) in known
 
 
 def authors(vouched: Iterable[str]) -> frozenset[str]:

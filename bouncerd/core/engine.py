@@ -74,7 +74,8 @@ class Engine(Store):
         self._identities: dict[str, ServerIdentity] = {}  # server name -> latest identity seen
         self._rules: dict[tuple[int, str, str, str], ToolRule] = {}
         self._own: tuple[tuple[str, ...], frozenset[str]] | None = None  # `you:` and its taint keys
-        self._authors: dict[str, tuple[int, frozenset[str]]] = {}  # session -> (vouched size, authors)
+        # session -> (vouched size, (authors, titles)) its prompts described (`described`)
+        self._authors: dict[str, tuple[int, tuple[frozenset[str], frozenset[str]]]] = {}
         self.restriction: restricted.Restriction | None = None  # the journal was damaged (restricted.py)
 
     def restrict(self, restriction: restricted.Restriction) -> None:
@@ -218,6 +219,7 @@ class Engine(Store):
         keys |= typed.typed_keys(text[: argshapes.MAX_PROMPT_CHARS])
         keys |= set(said.said_keys(text[: argshapes.MAX_PROMPT_CHARS]))  # short values, by position
         keys |= described.described_keys(text[: argshapes.MAX_PROMPT_CHARS])  # "the message from Bob"
+        keys |= described.titled_keys(text[: argshapes.MAX_PROMPT_CHARS])  # "the file called 'Q3 plan'"
         events: list[VouchEvent] = []
         if keys - self.session(session).vouched:
             self._emit(events, VouchEvent(ev="vouch", session=session, keys=sorted(keys)))
@@ -369,14 +371,22 @@ class Engine(Store):
 
     def authors(self, session: str) -> frozenset[str]:
         """The authors of the messages this session's prompts described ("the message from Bob")."""
+        return self._described(session)[0]
+
+    def titles(self, session: str) -> frozenset[str]:
+        """The titles of the documents this session's prompts described ("the file called 'Q3 plan'")."""
+        return self._described(session)[1]
+
+    def _described(self, session: str) -> tuple[frozenset[str], frozenset[str]]:
         state = self.sessions.get(session)
         if state is None or not state.vouched:
-            return frozenset()
+            return frozenset(), frozenset()
         cached = self._authors.get(session)
         if cached is None or cached[0] != len(state.vouched):
             if len(self._authors) >= described.MAX_CACHED_SESSIONS:
                 self._authors.clear()  # a cache: recomputed from the vouched keys on the next output
-            cached = self._authors[session] = (len(state.vouched), described.authors(state.vouched))
+            found = (described.authors(state.vouched), described.titles(state.vouched))
+            cached = self._authors[session] = (len(state.vouched), found)
         return cached[1]
 
     def _named_argument(self, call: ToolCall) -> str | None:
@@ -386,8 +396,13 @@ class Engine(Store):
         state = self.sessions.get(call.session)
         if state is None or not state.vouched:
             return None
+        titles = self.titles(call.session)
+        if titles and described.SEARCH_VERBS.intersection(fallback.words(call.tool)[:1]):
+            titles = frozenset()  # a search by the title returns whatever matches it, not the document
         for d in sinkgate.leaves(call.arguments):
             value = d.value.strip()
+            if titles and described.is_titled(value, titles):
+                return f"{call.tool} {d.parameter}={canon.visible(value)!r}"
             if len(value) > callnotes.MAX_NAMED_ARGUMENT_CHARS or not callnotes.POINTS_AT_SOMETHING.search(
                 value
             ):

@@ -147,6 +147,7 @@ class ScopeNames:
     prose: deque[_Prose] = field(default_factory=deque)
     prose_chars: int = 0
     incomplete: bool = False  # something read here was not kept: prose-only is asked, never denied
+    has_named: bool = False  # some prose came from a source the user named (a lookup reads it all)
 
     def prose_only(self, value: str) -> Provenance | None:
         """Where a plain name was seen inside prose, if it was seen nowhere as a whole value: an
@@ -172,6 +173,8 @@ class ScopeNames:
             if entry.provenance.named is not None:
                 return entry.provenance
             unnamed = unnamed or entry.provenance
+            if not self.has_named:
+                break  # no named source in this scope: the first plant is the answer
         return unnamed
 
     def add(self, whole: set[str], prose: _Prose | None) -> None:
@@ -184,6 +187,7 @@ class ScopeNames:
                 prose.text = prose.text[-MAX_SCOPE_PROSE_CHARS:]
             self.prose.append(prose)
             self.prose_chars += len(prose.text)
+            self.has_named = self.has_named or prose.provenance.named is not None
             while self.prose_chars > MAX_SCOPE_PROSE_CHARS:
                 self.prose_chars -= len(self.prose.popleft().text)
 
@@ -326,7 +330,9 @@ def _walk_structured(
     elif isinstance(value, list | tuple):
         for v in value:
             _walk_structured(v, whole, texts, depth + 1, route)
-    elif value is not None and not isinstance(value, bool):
+    elif isinstance(value, bool):
+        _whole(str(value), whole)  # `- True` in a printed member list: YAML reads the name as a boolean
+    elif value is not None:
         texts.append(str(value))
 
 
