@@ -285,6 +285,13 @@ def printed_view(text: str) -> dict[str, Any] | None:
     return {"records": [r for _, r in ordered]} if ordered else None
 
 
+def _host_level(token: str) -> bool:
+    """A host or an address's domain (`docs.example`, `@corp.example`), not one destination: a message
+    whose author field anyone can write does not vouch for every path of a host it links (a URL with
+    the user's data added to its query). Following its link as written needs no such vouching."""
+    return token.startswith("@") or ("." in token and "/" not in token and "@" not in token)
+
+
 def read_as_described(
     records: list[taint.TokenRecord], payload: bytes, names: frozenset[str]
 ) -> list[taint.TokenRecord]:
@@ -299,7 +306,9 @@ def read_as_described(
     shown: dict[tuple[Provenance, str], Provenance] = {}
     for record in records:
         prov = record.provenance
-        found = None if prov.identity or prov.named is not None else record_of(prov.field, paths, others)
+        found = None
+        if not prov.identity and prov.named is None and not _host_level(record.token):
+            found = record_of(prov.field, paths, others)
         if found is not None:
             path, author = found
             key = (prov, path)

@@ -44,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from bouncerd.core import canon, described
+from bouncerd.core import canon, described, orders
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.taint import MAX_YAML_CHARS, field_is_identity, parse_structured
 
@@ -163,19 +163,24 @@ class ScopeNames:
         return self.prose_only(value) if is_content(value) else None
 
     def _in_prose(self, n: str) -> Provenance | None:
-        """A source the user named that mentions the name, else the first other prose that does: a name
-        the user's own source gives is asked about even when other text repeats it (a page about the
-        person the named message introduced); only text nobody pointed to makes it planted."""
+        """Orders to the agent in a source the user named that mention the name (the injection's), else
+        that source's own text (a name the user's source gives is asked about even when other text
+        repeats it: a page about the person the named message introduced), else the first other prose
+        that mentions it (planted)."""
+        named: Provenance | None = None
         unnamed: Provenance | None = None
         for entry in self.prose:
             if n in entry.echoes or not contains_words(entry.text, n):
                 continue
-            if entry.provenance.named is not None:
+            if entry.provenance.orders is not None:
                 return entry.provenance
-            unnamed = unnamed or entry.provenance
-            if not self.has_named:
-                break  # no named source in this scope: the first plant is the answer
-        return unnamed
+            if entry.provenance.named is not None:
+                named = named or entry.provenance
+            else:
+                unnamed = unnamed or entry.provenance
+                if not self.has_named:
+                    break  # no named source in this scope: the first plant is the answer
+        return named or unnamed
 
     def add(self, whole: set[str], prose: _Prose | None) -> None:
         self.whole |= whole
@@ -259,11 +264,24 @@ class NameLedger:
         _walk_message(message, whole, texts, route)
         echoes = self._calls.pop((session, output.server, repr(output.request_id)), frozenset())
         prov = Provenance(output.server, output.tool, output.request_id, output.ts, None, False, output.named)
-        text = fold_prose(" ".join(texts))
-        names.add({w for w in whole if w}, _Prose(text, prov, echoes) if text else None)
+        names.add({w for w in whole if w}, None)
+        self._add_prose(names, " ".join(texts), prov, echoes)
         for author, said in (route.messages if route is not None else {}).items():
             shown = dataclasses.replace(prov, named=f"{output.tool}, the message from {author}")
-            names.add(set(), _Prose(fold_prose(" ".join(said)), shown, echoes))
+            self._add_prose(names, " ".join(said), shown, echoes)
+
+    @staticmethod
+    def _add_prose(names: ScopeNames, text: str, prov: Provenance, echoes: frozenset[str]) -> None:
+        """Prose of one source. Of a source the user named, the spans that give the agent orders
+        (`orders.markers_in`) are kept apart with their marker: a name an injection in it names is
+        denied as the injection's (`sink.named_source_orders`), not asked as the source's."""
+        if prov.named is not None:
+            text, ordered = _without_orders(text)
+            for span, label in ordered:
+                names.add(set(), _Prose(fold_prose(span), dataclasses.replace(prov, orders=label), echoes))
+        folded = fold_prose(text)
+        if folded:
+            names.add(set(), _Prose(folded, prov, echoes))
 
     def forget(self, scope: str) -> None:
         self._scopes.pop(scope, None)
@@ -290,6 +308,27 @@ class _Route:
         if author is None:
             return texts
         return self.messages.setdefault(author, []) if author else self.unnamed
+
+
+def _without_orders(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """A named source's text without the spans that give the agent orders, and those spans, each with
+    its marker's label (`orders.markers_in`, which reads the text behind a leading newline)."""
+    spans = orders.markers_in(text)
+    if not spans:
+        return text, []
+    text = "\n" + text
+    kept: list[str] = []
+    ordered: list[tuple[str, str]] = []
+    at = 0
+    for start, end, marker in spans:
+        start = max(start, at)
+        if end <= start:
+            continue
+        kept.append(text[at:start])
+        ordered.append((text[start:end], marker.label[: orders.MAX_LABEL_CHARS]))
+        at = end
+    kept.append(text[at:])
+    return " ".join(kept), ordered
 
 
 def _strings(value: Any, depth: int) -> Iterator[str]:

