@@ -14,7 +14,10 @@ a record of where plain names were seen, so the sink gate can tell three cases a
   whole words and case-insensitively ("Eve" in "ask Eve", never in "Steven" or "every"). Nobody typed
   it, no directory lists it: the agent can only have it from that text, so a send to it is planted
   (denied) -- unless that text came from a source the user's prompt named (asked, with where it came
-  from).
+  from), which wins over other prose that repeats the name. Inside such a source, the spans that give
+  the agent orders (`orders.markers_in`) are kept apart with their marker: a name there is the
+  injection's (denied, `sink.named_source_orders`). A message the prompt described by its author
+  (`described`) is such a source, record by record.
 - *unseen*: judged as before (asked).
 
 The same record answers for the content of a send that names no checkable destination (a calendar
