@@ -27,6 +27,7 @@ from bouncerd.core import (
     callnotes,
     canon,
     consequence,
+    described,
     fallback,
     fallback_words,
     gates,
@@ -73,6 +74,8 @@ class Engine(Store):
         self._identities: dict[str, ServerIdentity] = {}  # server name -> latest identity seen
         self._rules: dict[tuple[int, str, str, str], ToolRule] = {}
         self._own: tuple[tuple[str, ...], frozenset[str]] | None = None  # `you:` and its taint keys
+        # session -> (vouched size, (authors, titles)) its prompts described (`described`)
+        self._authors: dict[str, tuple[int, tuple[frozenset[str], frozenset[str]]]] = {}
         self.restriction: restricted.Restriction | None = None  # the journal was damaged (restricted.py)
 
     def restrict(self, restriction: restricted.Restriction) -> None:
@@ -164,9 +167,12 @@ class Engine(Store):
         """`untrusted_output: false`: the user vouches for this tool's output (their own address book)."""
         return tool is not None and not self.rule_for(server, tool, policy).untrusted_output
 
-    def record_taint(self, session: str, records: list[taint.TokenRecord], server: str = "") -> list[Event]:
+    def record_taint(
+        self, session: str, records: list[taint.TokenRecord], server: str = "", payload: bytes | None = None
+    ) -> list[Event]:
         """Apply the taint of one output (records all share one source). Outputs of a tool the user
-        vouched for (`untrusted_output: false`) add nothing."""
+        vouched for (`untrusted_output: false`) add nothing. With the raw output (`payload`), a message
+        in it whose author the prompt described is read as a source the user named (`described`)."""
         if not records:
             return []
         prov = records[0].provenance
@@ -190,6 +196,8 @@ class Engine(Store):
         note = self.notes.get(session, server, prov.request_id)
         if note is not None:
             records = callnotes.read_as_noted(records, note)
+        if payload is not None and state is not None:
+            records = described.read_as_described(records, payload, self.authors(session))
         if records:
             data = taint.encode_records(records)
             self._emit(events, TaintEvent(ev="taint", scope=self.scope_key(session, server), data=data))
@@ -210,6 +218,8 @@ class Engine(Store):
         keys = {k for word in argshapes.prompt_destinations(text) for k in canon.keys(word)}
         keys |= typed.typed_keys(text[: argshapes.MAX_PROMPT_CHARS])
         keys |= set(said.said_keys(text[: argshapes.MAX_PROMPT_CHARS]))  # short values, by position
+        keys |= described.described_keys(text[: argshapes.MAX_PROMPT_CHARS])  # "the message from Bob"
+        keys |= described.titled_keys(text[: argshapes.MAX_PROMPT_CHARS])  # "the file called 'Q3 plan'"
         events: list[VouchEvent] = []
         if keys - self.session(session).vouched:
             self._emit(events, VouchEvent(ev="vouch", session=session, keys=sorted(keys)))
@@ -347,7 +357,8 @@ class Engine(Store):
         if identity is not None and self.output_is_trusted(identity, tool):
             return
         note = self.notes.get(session, server, request_id)
-        output = names.Output(server, tool, request_id, ts, note.named if note is not None else None)
+        named = note.named if note is not None else None
+        output = names.Output(server, tool, request_id, ts, named, self.authors(session))
         scope = self.scope_key(session, server)
         # Calls made before a restart (journalled) whose outputs this record never read: of every
         # session for the user scope, else of this one.
@@ -358,6 +369,26 @@ class Engine(Store):
         )
         self.names.read(scope, session, output, payload, behind)
 
+    def authors(self, session: str) -> frozenset[str]:
+        """The authors of the messages this session's prompts described ("the message from Bob")."""
+        return self._described(session)[0]
+
+    def titles(self, session: str) -> frozenset[str]:
+        """The titles of the documents this session's prompts described ("the file called 'Q3 plan'")."""
+        return self._described(session)[1]
+
+    def _described(self, session: str) -> tuple[frozenset[str], frozenset[str]]:
+        state = self.sessions.get(session)
+        if state is None or not state.vouched:
+            return frozenset(), frozenset()
+        cached = self._authors.get(session)
+        if cached is None or cached[0] != len(state.vouched):
+            if len(self._authors) >= described.MAX_CACHED_SESSIONS:
+                self._authors.clear()  # a cache: recomputed from the vouched keys on the next output
+            found = (described.authors(state.vouched), described.titles(state.vouched))
+            cached = self._authors[session] = (len(state.vouched), found)
+        return cached[1]
+
     def _named_argument(self, call: ToolCall) -> str | None:
         """The argument of a call that reads what the user's prompt pointed to: a URL, an address or a
         host the prompt typed, or a file name it typed (`'bill-december-2023.txt'`). Plain words (a
@@ -365,8 +396,13 @@ class Engine(Store):
         state = self.sessions.get(call.session)
         if state is None or not state.vouched:
             return None
+        titles = self.titles(call.session)
+        if titles and described.SEARCH_VERBS.intersection(fallback.words(call.tool)[:1]):
+            titles = frozenset()  # a search by the title returns whatever matches it, not the document
         for d in sinkgate.leaves(call.arguments):
             value = d.value.strip()
+            if titles and described.is_titled(value, titles):
+                return f"{call.tool} {d.parameter}={canon.visible(value)!r}"
             if len(value) > callnotes.MAX_NAMED_ARGUMENT_CHARS or not callnotes.POINTS_AT_SOMETHING.search(
                 value
             ):

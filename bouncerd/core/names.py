@@ -14,7 +14,10 @@ a record of where plain names were seen, so the sink gate can tell three cases a
   whole words and case-insensitively ("Eve" in "ask Eve", never in "Steven" or "every"). Nobody typed
   it, no directory lists it: the agent can only have it from that text, so a send to it is planted
   (denied) -- unless that text came from a source the user's prompt named (asked, with where it came
-  from).
+  from), which wins over other prose that repeats the name. Inside such a source, the spans that give
+  the agent orders (`orders.markers_in`) are kept apart with their marker: a name there is the
+  injection's (denied, `sink.named_source_orders`). A message the prompt described by its author
+  (`described`) is such a source, record by record.
 - *unseen*: judged as before (asked).
 
 The same record answers for the content of a send that names no checkable destination (a calendar
@@ -34,6 +37,7 @@ unseen again (asked). Nothing here is journalled: after a restart every name is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import OrderedDict, deque
@@ -43,7 +47,7 @@ from typing import Any
 
 import yaml
 
-from bouncerd.core import canon
+from bouncerd.core import canon, described, orders
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.taint import MAX_YAML_CHARS, field_is_identity, parse_structured
 
@@ -146,6 +150,7 @@ class ScopeNames:
     prose: deque[_Prose] = field(default_factory=deque)
     prose_chars: int = 0
     incomplete: bool = False  # something read here was not kept: prose-only is asked, never denied
+    has_named: bool = False  # some prose came from a source the user named (a lookup reads it all)
 
     def prose_only(self, value: str) -> Provenance | None:
         """Where a plain name was seen inside prose, if it was seen nowhere as a whole value: an
@@ -161,14 +166,24 @@ class ScopeNames:
         return self.prose_only(value) if is_content(value) else None
 
     def _in_prose(self, n: str) -> Provenance | None:
+        """Orders to the agent in a source the user named that mention the name (the injection's), else
+        that source's own text (a name the user's source gives is asked about even when other text
+        repeats it: a page about the person the named message introduced), else the first other prose
+        that mentions it (planted)."""
         named: Provenance | None = None
+        unnamed: Provenance | None = None
         for entry in self.prose:
             if n in entry.echoes or not contains_words(entry.text, n):
                 continue
-            if entry.provenance.named is None:
+            if entry.provenance.orders is not None:
                 return entry.provenance
-            named = named or entry.provenance
-        return named
+            if entry.provenance.named is not None:
+                named = named or entry.provenance
+            else:
+                unnamed = unnamed or entry.provenance
+                if not self.has_named:
+                    break  # no named source in this scope: the first plant is the answer
+        return named or unnamed
 
     def add(self, whole: set[str], prose: _Prose | None) -> None:
         self.whole |= whole
@@ -180,6 +195,7 @@ class ScopeNames:
                 prose.text = prose.text[-MAX_SCOPE_PROSE_CHARS:]
             self.prose.append(prose)
             self.prose_chars += len(prose.text)
+            self.has_named = self.has_named or prose.provenance.named is not None
             while self.prose_chars > MAX_SCOPE_PROSE_CHARS:
                 self.prose_chars -= len(self.prose.popleft().text)
 
@@ -193,6 +209,7 @@ class Output:
     request_id: JsonRpcId
     ts: float
     named: str | None = None  # the source the user's prompt named that this output came from
+    authors: frozenset[str] = frozenset()  # authors of messages the prompt described (`described`)
 
 
 class NameLedger:
@@ -246,11 +263,28 @@ class NameLedger:
             message = payload.decode("utf-8", "replace")
         whole: set[str] = set()
         texts: list[str] = []
-        _walk_message(message, whole, texts)
+        route = _Route(output.authors, texts) if output.authors and output.named is None else None
+        _walk_message(message, whole, texts, route)
         echoes = self._calls.pop((session, output.server, repr(output.request_id)), frozenset())
         prov = Provenance(output.server, output.tool, output.request_id, output.ts, None, False, output.named)
-        text = fold_prose(" ".join(texts))
-        names.add({w for w in whole if w}, _Prose(text, prov, echoes) if text else None)
+        names.add({w for w in whole if w}, None)
+        self._add_prose(names, " ".join(texts), prov, echoes)
+        for author, said in (route.messages if route is not None else {}).items():
+            shown = dataclasses.replace(prov, named=f"{output.tool}, the message from {author}")
+            self._add_prose(names, " ".join(said), shown, echoes)
+
+    @staticmethod
+    def _add_prose(names: ScopeNames, text: str, prov: Provenance, echoes: frozenset[str]) -> None:
+        """Prose of one source. Of a source the user named, the spans that give the agent orders
+        (`orders.markers_in`) are kept apart with their marker: a name an injection in it names is
+        denied as the injection's (`sink.named_source_orders`), not asked as the source's."""
+        if prov.named is not None:
+            text, ordered = _without_orders(text)
+            for span, label in ordered:
+                names.add(set(), _Prose(fold_prose(span), dataclasses.replace(prov, orders=label), echoes))
+        folded = fold_prose(text)
+        if folded:
+            names.add(set(), _Prose(folded, prov, echoes))
 
     def forget(self, scope: str) -> None:
         self._scopes.pop(scope, None)
@@ -260,6 +294,44 @@ class NameLedger:
 
     def scopes(self) -> list[str]:
         return list(self._scopes)
+
+
+@dataclass
+class _Route:
+    """Where the text of a structured output goes: a message whose author the prompt described
+    (`described.sender_of`) to that author's prose, a record with any other sender back to the
+    output's own, a record with no sender where its parent's went."""
+
+    authors: frozenset[str]
+    unnamed: list[str]
+    messages: dict[str, list[str]] = field(default_factory=dict)
+
+    def texts_of(self, record: Mapping[Any, Any], texts: list[str]) -> list[str]:
+        author = described.sender_of(record, self.authors)
+        if author is None:
+            return texts
+        return self.messages.setdefault(author, []) if author else self.unnamed
+
+
+def _without_orders(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """A named source's text without the spans that give the agent orders, and those spans, each with
+    its marker's label (`orders.markers_in`, which reads the text behind a leading newline)."""
+    spans = orders.markers_in(text)
+    if not spans:
+        return text, []
+    text = "\n" + text
+    kept: list[str] = []
+    ordered: list[tuple[str, str]] = []
+    at = 0
+    for start, end, marker in spans:
+        start = max(start, at)
+        if end <= start:
+            continue
+        kept.append(text[at:start])
+        ordered.append((text[start:end], marker.label[: orders.MAX_LABEL_CHARS]))
+        at = end
+    kept.append(text[at:])
+    return " ".join(kept), ordered
 
 
 def _strings(value: Any, depth: int) -> Iterator[str]:
@@ -278,8 +350,11 @@ def _whole(value: str, whole: set[str]) -> None:
         whole.add(normal(value))
 
 
-def _walk_structured(value: Any, whole: set[str], texts: list[str], depth: int = 0) -> None:
-    """Every scalar of structured output is a whole value (when short and on one line) and text."""
+def _walk_structured(
+    value: Any, whole: set[str], texts: list[str], depth: int = 0, route: _Route | None = None
+) -> None:
+    """Every scalar of structured output is a whole value (when short and on one line) and text; with
+    a `route`, the text of a described author's message is kept apart."""
     if isinstance(value, str):
         _whole(value, whole)
         if "," in value or "|" in value or ";" in value:
@@ -288,14 +363,18 @@ def _walk_structured(value: Any, whole: set[str], texts: list[str], depth: int =
     elif depth >= MAX_WALK_DEPTH:
         texts.append(str(value))
     elif isinstance(value, Mapping):
+        if route is not None:
+            texts = route.texts_of(value, texts)
         for k, v in value.items():
             _whole(str(k), whole)
             texts.append(str(k))
-            _walk_structured(v, whole, texts, depth + 1)
+            _walk_structured(v, whole, texts, depth + 1, route)
     elif isinstance(value, list | tuple):
         for v in value:
-            _walk_structured(v, whole, texts, depth + 1)
-    elif value is not None and not isinstance(value, bool):
+            _walk_structured(v, whole, texts, depth + 1, route)
+    elif isinstance(value, bool):
+        _whole(str(value), whole)  # `- True` in a printed member list: YAML reads the name as a boolean
+    elif value is not None:
         texts.append(str(value))
 
 
@@ -334,15 +413,21 @@ def _flow(text: str) -> Any:
         return None
 
 
-def _text_item(text: str, whole: set[str], texts: list[str], mirror: Any) -> None:
+def _text_item(
+    text: str, whole: set[str], texts: list[str], mirror: Any, route: _Route | None = None
+) -> None:
     """A text item: structured (JSON or YAML) is walked, unless it repeats `structuredContent` (walked
     on its own); a short one-line text is a whole value (a tool that answers with one name); a `From:
     Alice` line names a party; the rest is prose."""
     parsed = _structured(text)
     if parsed is not None:
         if mirror is None or parsed != mirror:
-            _walk_structured(parsed, whole, texts)
+            _walk_structured(parsed, whole, texts, 0, route)
         return
+    if route is not None:
+        listing = described.printed_view(text)
+        if listing is not None:  # the described author's records are kept apart too; all stays here
+            _walk_structured(listing, set(), [], 0, _Route(route.authors, [], route.messages))
     if len(text) <= MAX_WHOLE_CHARS and "\n" not in text.strip():
         _whole(text.strip(), whole)
     for m in _HEADER.finditer(text):
@@ -377,7 +462,7 @@ def _record_line(line: str, whole: set[str]) -> None:
                 _whole(c, whole)
 
 
-def _walk_message(message: Any, whole: set[str], texts: list[str]) -> None:
+def _walk_message(message: Any, whole: set[str], texts: list[str], route: _Route | None = None) -> None:
     """A JSON-RPC message: text items read as `_text_item`, structured content walked, any other string
     (an error message, a notification) is prose."""
     stack: list[tuple[Any, int]] = [(message, 0)]
@@ -393,9 +478,9 @@ def _walk_message(message: Any, whole: set[str], texts: list[str]) -> None:
                 mirror = node["structuredContent"]
             for k, v in node.items():
                 if k == "structuredContent":
-                    _walk_structured(v, whole, texts)
+                    _walk_structured(v, whole, texts, 0, route)
                 elif k == "text" and isinstance(v, str):
-                    _text_item(v, whole, texts, mirror)
+                    _text_item(v, whole, texts, mirror, route)
                 elif k in ("type", "jsonrpc", "mimeType", "uri", "data", "blob"):
                     continue
                 else:

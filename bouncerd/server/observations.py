@@ -276,7 +276,7 @@ class ObservationIndex:
             if records is None:
                 events = self._engine.record_blind(entry["session"], entry["server"])
             else:
-                events = self._engine.record_taint(entry["session"], records)
+                events = self._engine.record_taint(entry["session"], records, payload=entry["payload"])
                 self._engine.read_made(
                     entry["session"],
                     entry["server"],
