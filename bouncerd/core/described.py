@@ -38,7 +38,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bouncerd.core import taint, textrecords
+from bouncerd.core import shapes, taint, textrecords
 from bouncerd.core.model import Provenance
 
 SOURCE_KEY_MARK = "\x00from:"
@@ -55,7 +55,7 @@ _MESSAGE_WORDS = (
     r"(?i:messages?|mails?|e-?mails?|posts?|notes?|dms?|direct\s+messages?|texts?|letters?|repl(?:y|ies)"
     r"|comments?|memos?|invit(?:ation|e)s?|requests?|threads?|answers?|responses?|instructions?)"
 )
-_NAME_WORD = r"(?:[A-Z][\w'’.-]*|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|@[\w.-]+)"
+_NAME_WORD = rf"(?:[A-Z][\w'’.-]*|{shapes.EMAIL_LOCAL}@{shapes.EMAIL_DOMAIN}|@[\w.-]+)"
 _NAME_RUN = rf"{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,{MAX_AUTHOR_WORDS - 1}}}"
 _EDITED = r"(?i:(?:(?:that|which)\s+)?(?:(?:was|were)\s+)?(?:sent|written|posted|forwarded|left|shared)\s+)"
 # "the message from Bob", "the email sent by Dana Lee", "the note Bob left", "Bob's last message"
