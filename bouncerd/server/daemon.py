@@ -506,7 +506,10 @@ class Daemon:
                 "session": session.key,
                 "verdict": None,
                 "rule": "vouch.user_prompt",
-                "reason": f"{len(keys)} destination(s) typed by the user vouched for the session",
+                "reason": (
+                    f"{len(keys)} key(s) from the user's prompt vouched for the session"
+                    " (destinations, typed phrases, sources it names)"
+                ),
                 "destination": ", ".join(keys),
             }
             self.ledger.audit_append(record, time.time())
