@@ -16,6 +16,8 @@ that most positions hold), so here each is done in C, with the same answer:
   that may close a short padded run (`_short_padded_run`).
 - `marker_gate(text)` is `fold._any_marker_gate(text)`: whether " dot ", " @ ", "hxxp" or one of
   `[ ( { < *` occurs.
+- `substrings_in(text, needles)` is `{n for n in needles if n in text}`: which gate words of the
+  orders markers (`orders.GATES`) a lowercased text holds, in one pass instead of one per word.
 
 Both read strings of one byte a character (`str` stores every text of Latin-1 characters so, ASCII
 included) and return None for wider ones, which the pure functions then read. Neither tests each byte
@@ -312,11 +314,106 @@ marker_gate(PyObject *module, PyObject *text)
     Py_RETURN_FALSE;
 }
 
+/* `substrings_in(text, needles)`: `{n for n in needles if n in text}` (the gate words of
+   orders.markers_in) for a one-byte string and a tuple of at most MAX_NEEDLES one-byte needles of two
+   characters or more, else None (the caller then runs the pure test). CPython's substring search makes
+   one pass over the text for each needle; this makes one for all of them: a position is compared with
+   the needles that start there only when its two bytes open one of them (a bitmap of the needles'
+   first pairs, in the L1 cache), and the pass stops once every needle is found. The tables are built
+   for the last tuple of needles seen, which the caller passes unchanged on every call. */
+#define MAX_NEEDLES 32
+
+static PyObject *needles_seen = NULL; /* the tuple the tables below were built for (a strong reference) */
+static unsigned char opening_pairs[65536 / 8];
+static uint32_t opened_by[256]; /* the needles whose first byte this is, one bit each */
+static const unsigned char *needle_bytes[MAX_NEEDLES];
+static Py_ssize_t needle_len[MAX_NEEDLES];
+static Py_ssize_t needle_count = 0;
+
+/* Build the tables for `needles`; 0 if they are not what the one-pass scan reads (the caller declines). */
+static int
+learn_needles(PyObject *needles)
+{
+    if (needles == needles_seen) {
+        return 1;
+    }
+    if (!PyTuple_Check(needles) || PyTuple_GET_SIZE(needles) > MAX_NEEDLES) {
+        return 0;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(needles);
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *needle = PyTuple_GET_ITEM(needles, j);
+        if (!PyUnicode_Check(needle) || PyUnicode_KIND(needle) != PyUnicode_1BYTE_KIND ||
+            PyUnicode_GET_LENGTH(needle) < 2) {
+            return 0;
+        }
+    }
+    Py_INCREF(needles);
+    Py_XSETREF(needles_seen, needles);
+    memset(opening_pairs, 0, sizeof opening_pairs);
+    memset(opened_by, 0, sizeof opened_by);
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *needle = PyTuple_GET_ITEM(needles, j);
+        const unsigned char *b = PyUnicode_1BYTE_DATA(needle);
+        unsigned pair = (unsigned)b[0] | ((unsigned)b[1] << 8);
+        opening_pairs[pair >> 3] |= (unsigned char)(1u << (pair & 7));
+        opened_by[b[0]] |= 1u << j;
+        needle_bytes[j] = b;
+        needle_len[j] = PyUnicode_GET_LENGTH(needle);
+    }
+    needle_count = count;
+    return 1;
+}
+
+static PyObject *
+substrings_in(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "substrings_in() takes a str and a tuple of str");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND || !learn_needles(args[1])) {
+        Py_RETURN_NONE;
+    }
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    uint32_t all = needle_count == 32 ? 0xFFFFFFFFu : (1u << needle_count) - 1;
+    uint32_t found = 0;
+    for (Py_ssize_t i = 0; i + 1 < n && found != all; i++) {
+        unsigned pair = (unsigned)s[i] | ((unsigned)s[i + 1] << 8);
+        if (!(opening_pairs[pair >> 3] & (1u << (pair & 7)))) {
+            continue;
+        }
+        uint32_t open = opened_by[s[i]] & ~found;
+        for (Py_ssize_t j = 0; open; j++, open >>= 1) {
+            if ((open & 1) && i + needle_len[j] <= n &&
+                memcmp(s + i, needle_bytes[j], (size_t)needle_len[j]) == 0) {
+                found |= 1u << j;
+            }
+        }
+    }
+    PyObject *out = PySet_New(NULL);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < needle_count; j++) {
+        if ((found >> j) & 1 && PySet_Add(out, PyTuple_GET_ITEM(needles_seen, j)) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static PyMethodDef readings_methods[] = {
     {"base64_runs", base64_runs, METH_O, "decoders._base64_runs(text) of a one-byte string, else None."},
     {"has_base64_run", has_base64_run, METH_O,
      "decoders._has_base64_run(text) of a one-byte string, else None."},
     {"marker_gate", marker_gate, METH_O, "fold._any_marker_gate(text) of a one-byte string, else None."},
+    {"substrings_in", (PyCFunction)(void (*)(void))substrings_in, METH_FASTCALL,
+     "The needles (a tuple) that occur in a one-byte string, as a set, else None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,8 +23,9 @@ the label of the marker that made them so. A key is ordered when
 
 Cost: every text read for keys is lowercased and searched for the frames (each opens with a literal
 character, which the search skips to at memory speed); the anchored markers are tried only in a text
-holding one of their gate words (`GATES`, a substring test each: a pass over the text per word, so
-the table names models by no product name). Only a text with a marker is split into sentences.
+holding one of their gate words (`GATES`: one pass over the text for all of them in C with the
+compiled build, `_readings.substrings_in`, else a substring test each; either way a word more costs,
+so the table names models by no product name). Only a text with a marker is split into sentences.
 
 What it stops, and what it does not: the gate (`sinkgate.classify`) denies a destination ordered in a
 source the user's prompt named, where it would otherwise ask ("her address is on her website": the
@@ -37,6 +38,7 @@ sending verb, is not ordered: the destination is then asked about as before, nev
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from bouncerd.core import linkkeys, said, shapes, tokens
@@ -283,10 +285,25 @@ def _lower(text: str) -> str:
     return "\n" + low
 
 
+def _load_native_substrings() -> Callable[[str, tuple[str, ...]], set[str] | None] | None:
+    """The gate words' test in one pass, in C (`_readings.substrings_in`: one-byte strings), built
+    with the compiled scanner (bouncerd/native.py decides if it loads)."""
+    try:
+        from bouncerd.core._readings import substrings_in
+    except ImportError:
+        return None
+    return substrings_in
+
+
+_native_substrings = _load_native_substrings()
+
+
 def markers_in(text: str) -> list[tuple[int, int, Marker]]:
     """Where each marker matches in `"\\n" + text`: (start, end of its span, marker), in text order."""
     low = _lower(text)
-    present = {gate for gate in GATES if gate in low}
+    present = _native_substrings(low, GATES) if _native_substrings is not None else None
+    if present is None:
+        present = {gate for gate in GATES if gate in low}
     found: list[tuple[int, int, Marker]] = []
     frames: list[tuple[int, int]] = []  # closed frames: what lies past one is not its orders
     where: list[int] = []  # where each marker of `found` matched

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import decoders, fold, numeric_tokens, said, shapes, tokens
+from bouncerd.core import decoders, fold, numeric_tokens, orders, said, shapes, tokens
 
 # ---- decoders._as_text: unprintable characters counted with one byte pass, not a regex --------------
 
@@ -273,6 +273,49 @@ def test_the_c_marker_gate_answers_as_the_pure_gate(text: str) -> None:
     assert got == (fold._any_marker_gate(text) if all(ord(c) < 256 for c in text) else None)
     assert fold._has_marker(text) == fold._any_marker_gate(text)
     assert fold._any_marker_gate(text) == any(gate in text for gate, _ in fold._MARKERS)
+
+
+# ---- orders.markers_in: the gate words found in one pass (`_readings.substrings_in`) -------------------
+
+needs_native_substrings = pytest.mark.skipif(
+    orders._native_substrings is None,
+    reason="the C readings scans are not loaded (no trusted compiled build)",
+)
+# The gate words, their pieces and near misses (a word cut one short, split by the edge of the text),
+# pairs that open one but go on otherwise, and wide characters (the C scan declines those).
+GATE_PIECES = [
+    *orders.GATES, *(g[:-1] for g in orders.GATES), *(g[1:] for g in orders.GATES), "in", "us", "ta", " a",
+    "ai", "sy", "\n", " ", "x", "é", "\xff", "字", "😀",
+]  # fmt: skip
+GATE_TEXT = st.one_of(
+    st.lists(st.sampled_from(GATE_PIECES), max_size=24).map("".join),
+    st.text(alphabet=st.characters(max_codepoint=255), max_size=60),
+    st.text(max_size=40),
+)
+
+
+@needs_native_substrings
+@settings(max_examples=3000, deadline=None)
+@given(GATE_TEXT, st.sampled_from([orders.GATES, orders.GATES[::-1], orders.GATES[:3], ("ab", "abc", "bc")]))
+def test_the_one_pass_gate_scan_finds_exactly_the_words_each_substring_test_finds(
+    text: str, needles: tuple[str, ...]
+) -> None:
+    assert orders._native_substrings is not None
+    got = orders._native_substrings(text, needles)
+    if all(ord(c) < 256 for c in text):
+        assert got == {n for n in needles if n in text}
+    else:
+        assert got is None  # a wider string: the pure test reads it
+
+
+@needs_native_substrings
+def test_the_one_pass_gate_scan_declines_needles_it_cannot_read() -> None:
+    """One-character, wide or too many needles, or not a tuple: None, and the pure test runs."""
+    assert orders._native_substrings is not None
+    for needles in [("a", "bc"), ("字字",), tuple(f"w{i:02}" for i in range(33)), ["ab"]]:
+        assert orders._native_substrings("ab w01 字字", needles) is None  # type: ignore[arg-type]
+    assert orders._native_substrings("ab w01", tuple(f"w{i:02}" for i in range(32))) == {"w01"}
+    assert orders._native_substrings("ab w01", orders.GATES) == set()
 
 
 # ---- said.candidates: the pure scan's searches, rewritten for non-ASCII text, against the old ones ------
