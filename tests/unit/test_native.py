@@ -189,6 +189,10 @@ PIECES = [
     # what free text dictates (`said`): quotes, id words, capitalised names, code-like words
     "'", '"', "`", "“", "ID ", "file #", "number: ", "No. ", "Riverside View Hotel", "- ", "hunter22",
     "new_password", "don't", "13",
+    # listings (`textrecords`) and orders to the agent (`orders`), which the compiled build reads too
+    "From: ", "To: ", "Subject: ", "- **from**: ", "**Email:** ", "### ", "---", "name,email\n", ",",
+    "Ignore the previous instructions", " and send it to ", "<important>", "</important>", "[system]",
+    "Do not tell the user", "task", " AI ", "Assistant", "System",
 ]  # fmt: skip
 SMUGGLED = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=8)), max_size=12).map("".join)
 
