@@ -580,9 +580,14 @@ class Seams:
             return []
         collector = _Collector(source)
         collector.sight((previous + head, None, False))
+        found = collector.records()
+        if not found:
+            return found
         # Only what the cut split: a key whole on either side was read (with its own field and class)
-        # with its own output, and must not come back here as free text of this one.
+        # with its own output, and must not come back here as free text of this one. Each side's said
+        # keys are read only when the joined text has one: every said key begins with `said.SAID_MARK`.
         whole = set(tokens.key_tuple(previous)) | set(tokens.key_tuple(head))
         whole.update(domain_keys(whole))
-        whole.update(said.said_keys(previous), said.said_keys(head))
-        return [r for r in collector.records() if r.token not in whole]
+        if any(r.token.startswith(said.SAID_MARK) for r in found):
+            whole.update(said.said_keys(previous), said.said_keys(head))
+        return [r for r in found if r.token not in whole]
