@@ -25,6 +25,7 @@ import codecs
 import html
 import re
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from urllib.parse import unquote
 
 
@@ -308,8 +309,20 @@ def decode_css(text: str) -> str:
     return _CSS_ESCAPE.sub(_css_char, text)
 
 
-def decoded(text: str) -> Iterator[str]:
+# A text is decoded twice in a row: `fold.views` reads its decoded readings for keys, and then
+# `linkkeys` reads them again for links as written (ASCII text is its own cleaned form, so both decode
+# the same string). The readings of the last few strings up to this long are kept: at most about
+# `DECODED_MEMO_ENTRIES` x `DECODED_MEMO_CHARS` x (1 + `fold.MAX_EXPANSION`) characters.
+DECODED_MEMO_ENTRIES = 8
+DECODED_MEMO_CHARS = 256 * 1024
+
+
+def decoded(text: str) -> tuple[str, ...]:
     """The decoded readings of one cleaned string (one level: `views` iterates)."""
+    return _memo_decoded(text) if len(text) <= DECODED_MEMO_CHARS else tuple(_decoded(text))
+
+
+def _decoded(text: str) -> Iterator[str]:
     inline = decode_inline(text)
     if inline != text:
         yield inline
@@ -323,3 +336,8 @@ def decoded(text: str) -> Iterator[str]:
     parts = [d for d in map(decode_base64_text, base64_runs(text)) if d is not None]
     if parts:
         yield "\n\n".join(parts)  # a blank line: the tokenizer never joins across one
+
+
+@lru_cache(maxsize=DECODED_MEMO_ENTRIES)
+def _memo_decoded(text: str) -> tuple[str, ...]:
+    return tuple(_decoded(text))

@@ -351,7 +351,7 @@ def views(text: str) -> Iterator[str]:
             if not raw.isascii():
                 extra = [r for r in (smuggled(raw), reader(raw)) if r is not None]
                 if extra:
-                    readings = iter((*extra, *readings))
+                    readings = (*extra, *readings)
             for d in readings:
                 if seen is None:
                     seen = {text}

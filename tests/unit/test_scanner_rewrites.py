@@ -275,6 +275,32 @@ def test_the_c_marker_gate_answers_as_the_pure_gate(text: str) -> None:
     assert fold._any_marker_gate(text) == any(gate in text for gate, _ in fold._MARKERS)
 
 
+# ---- decoders.decoded: the readings of the last few strings kept (read for keys, then for links) -------
+
+DECODER_PIECES = [
+    "%40",
+    "&#64;",
+    "&amp;",
+    "=40",
+    "=3D",
+    "=?utf-8?b?ZXZl?=",
+    "\\u0040",
+    "\\40 ",
+    "ZXZlQGV2aWwuZXhhbXBsZQ==",
+    "eve",
+    " ",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(DECODER_PIECES), max_size=8).map("".join), min_size=1, max_size=20))
+def test_the_kept_readings_of_a_string_are_its_own_whatever_was_decoded_before(texts: list[str]) -> None:
+    for text in texts + texts[::-1] + [t + " " for t in texts]:
+        assert decoders.decoded(text) == tuple(decoders._decoded(text))
+    long_text = "%40" * (decoders.DECODED_MEMO_CHARS // 3 + 1)  # past the bound: decoded, not kept
+    assert decoders.decoded(long_text) == tuple(decoders._decoded(long_text))
+
+
 # ---- orders.markers_in: the gate words found in one pass (`_readings.substrings_in`) -------------------
 
 needs_native_substrings = pytest.mark.skipif(
