@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from bouncerd.core import canon, fold, taint
 
 SRC = taint.Source("srv", "tool", 1, 0.0)
+# A line break or tab where a client wrapped a line (not a blank line), as the tokenizer joins it.
+WRAP_BREAK = re.compile(r"[ ]{0,4}(?:\r?\n|\t)[ \t]{0,4}")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 labels = st.from_regex(r"[a-z][a-z0-9]{1,7}", fullmatch=True).filter(lambda s: s != "www")
@@ -109,6 +111,11 @@ def test_index_agrees_with_a_naive_search_of_the_folded_output(data: Any, out: t
     for dest in candidates:
         expected = reference_tainted(text, dest)
         hit = index.lookup(dest)
+        if hit is not None and not expected:
+            # The one reading the naive search does not make: lines a client wrapped inside a token
+            # are joined (`tokens._joined_keys`: "a0@a0.com\nx" is also "a0@a0.comx"). It can only
+            # add taint, never hide a destination the naive search finds.
+            expected = reference_tainted(WRAP_BREAK.sub("", text), dest)
         assert (hit is not None) == expected, (text, dest)
 
 
