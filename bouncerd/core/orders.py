@@ -401,24 +401,6 @@ def ordered_keys(text: str) -> dict[str, str]:
     return out
 
 
-def _mentions(sentence: str, name: str) -> bool:
-    """Whether a lowercased sentence names `name` (lowercased) as whole words: not inside a longer word,
-    an address or a path ("eve" is not in "steven", "eve@evil.example" or "eve.example")."""
-    return re.search(r"(?<![\w@#./\\-])" + re.escape(name) + r"(?![\w@]|[./:\\-]\w)", sentence) is not None
-
-
-def name_ordered(text: str, name: str) -> str | None:
-    """The label of the orders in `text` that tell the agent to send to, or act on, the plain name
-    `name` (lowercased, as `names.normal` folds it), or None: "invite user Fred …" inside an injection
-    names Fred; a page's own "Fred runs the kitchen" beside it does not."""
-    if not name or name not in text.lower():
-        return None
-    for sentence, label in ordered_sentences(text):
-        if _mentions(sentence.lower(), name):
-            return label
-    return None
-
-
 def act_ordered(text: str, is_act_word: Callable[[str], bool]) -> str | None:
     """The label of the orders in `text` that tell the agent to do an act, a sentence of them holding a
     word `is_act_word` accepts ("make a reservation for it"), or None."""
