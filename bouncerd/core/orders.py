@@ -28,14 +28,13 @@ the table names models by no product name). Only a text with a marker is split i
 
 What it stops, and what it does not: the gate (`sinkgate.classify`) denies a destination ordered in a
 source the user's prompt named, where it would otherwise ask ("her address is on her website": the
-page may be honest); a plain name is read the same way (`name_ordered`: "invite user Fred" in the
-orders). The same sentences say which link a send must not carry (`carried`: a link ordered passed
-on) and which act the agent was ordered to make (`act_ordered`, read by `orderedacts`: "make a
-reservation for it", where the injection names no value). A quote of a marker far from any address
-(a security blog) orders nothing; an honest imperative ("please send the report to bob@…") without a
-marker orders nothing, and stays asked. An injection that uses none of these phrasings, or puts the
-address in a sentence of its own with no sending verb, is not ordered: the destination is then asked
-about as before, never allowed.
+page may be honest). The same sentences say which link a send must not carry (`carried`: a link
+ordered passed on) and which act the agent was ordered to make (`act_ordered`, read by
+`orderedacts`: "make a reservation for it", where the injection names no value). A quote of a marker
+far from any address (a security blog) orders nothing; an honest imperative ("please send the report
+to bob@…") without a marker orders nothing, and stays asked. An injection that uses none of these
+phrasings, or puts the address in a sentence of its own with no sending verb, is not ordered: the
+destination is then asked about as before, never allowed.
 """
 
 from __future__ import annotations
