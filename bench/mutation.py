@@ -430,10 +430,26 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "consequence.carried_destination",
         f"{CORE}/carried.py",
-        "if planted(hit):",
+        "if planted(hit) and asked is None:",
         "if False:",
         "a message to a trusted colleague carries the injection's phishing link",
         first=("tests/unit/test_consequential_carried.py",),
+    ),
+    Mutant(
+        "consequence.ordered_link",
+        f"{CORE}/carried.py",
+        "if marker is not None and hit is not None:",
+        "if False:",
+        "a message to a real member carries the link an injection's orders dictate, only asked about",
+        first=("tests/unit/test_orders_dictate.py",),
+    ),
+    Mutant(
+        "consequence.ordered_act",
+        f"{CORE}/orderedacts.py",
+        "if label is not None:",
+        "if False:",
+        "a booking the injection ordered and the prompt never asked for is only asked about",
+        first=("tests/unit/test_orders_dictate.py",),
     ),
     Mutant(
         "consequence.readable_code",

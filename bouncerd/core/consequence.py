@@ -179,6 +179,11 @@ def _judged(rule: ToolRule, arguments: Mapping[str, Any]) -> Iterable[sinkgate.D
     return [d for d in values if len(d.value.strip()) <= MAX_JUDGED_VALUE_CHARS]
 
 
+def judged_values(rule: ToolRule, arguments: Mapping[str, Any]) -> list[sinkgate.Destination]:
+    """The argument values a consequential call is judged by (`_judged`)."""
+    return list(_judged(rule, arguments))
+
+
 def judge(
     tool: str,
     rule: ToolRule,

@@ -35,6 +35,7 @@ from bouncerd.core import (
     fetchgate,
     names,
     onetimecode,
+    orderedacts,
     restricted,
     sinkgate,
     tokens,
@@ -197,12 +198,29 @@ def check_consequence(
     view: GateView, call: ToolCall, rule: ToolRule, grants: OnceGrants, now: float
 ) -> Verdict | None:
     """The sink gate, then a consequential call it let through (or does not gate) is judged by where
-    its argument values came from (`consequence.judge`)."""
+    its argument values came from (`consequence.judge`) and whether orders in untrusted output chose
+    the act (`orderedacts`). A call the sink gate asks about is still refused when those find the
+    injection's hand in it: a deny outranks a question."""
     sink = check_sinks(view, call, rule, grants, now)
-    if sink is not None and (sink.verdict != "allow" or sink.rule == "approval.once"):
+    if sink is not None and (sink.verdict == "deny" or sink.rule == "approval.once"):
         return sink  # refused, or a person approved this exact call: one question is enough
-    index = view.index(view.scope_key(call.session, call.server.name))
+    scope = view.scope_key(call.session, call.server.name)
+    index = view.index(scope)
     trust = view.trust(call, rule)
+    ordered = orderedacts.verdict(call.tool, rule, call.arguments, trust=trust, seen=view.names.scope(scope))
+    if ordered is not None:
+        return ordered
+    if sink is not None and sink.verdict == "ask":
+        judged = consequence.judge(
+            call.tool,
+            rule,
+            call.arguments,
+            trust=trust,
+            key_hit=index.key_hit,
+            lookup=index.lookup,
+            attempts=view.attempts_of(call),
+        )
+        return judged if judged is not None and judged.verdict == "deny" else sink
     code, codes = onetimecode.judge(
         call.tool,
         call.arguments,

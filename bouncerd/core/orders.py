@@ -29,16 +29,19 @@ so the table names models by no product name). Only a text with a marker is spli
 
 What it stops, and what it does not: the gate (`sinkgate.classify`) denies a destination ordered in a
 source the user's prompt named, where it would otherwise ask ("her address is on her website": the
-page may be honest). A quote of a marker far from any address (a security blog) orders nothing; an
-honest imperative ("please send the report to bob@…") without a marker orders nothing, and stays asked.
-An injection that uses none of these phrasings, or puts the address in a sentence of its own with no
-sending verb, is not ordered: the destination is then asked about as before, never allowed.
+page may be honest). The same sentences say which link a send must not carry (`carried`: a link
+ordered passed on) and which act the agent was ordered to make (`act_ordered`, read by
+`orderedacts`: "make a reservation for it", where the injection names no value). A quote of a marker
+far from any address (a security blog) orders nothing; an honest imperative ("please send the report
+to bob@…") without a marker orders nothing, and stays asked. An injection that uses none of these
+phrasings, or puts the address in a sentence of its own with no sending verb, is not ordered: the
+destination is then asked about as before, never allowed.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from bouncerd.core import linkkeys, said, shapes, tokens
@@ -212,12 +215,15 @@ _GATES_OF = {
 MARKERS: tuple[Marker, ...] = tuple(replace(m, gates=_GATES_OF[m.kind]) if m.anchors else m for m in _TABLE)
 GATES = tuple(dict.fromkeys(g for gates in _GATES_OF.values() for g in gates))
 
-# Verbs that send a destination something: the orders must tell the agent to act on that destination.
+# Verbs that send a destination something, or do to a value what a consequential call does (book it,
+# delete it, buy it: `consequence`): the orders must tell the agent to act on that destination or value.
 SENDING_VERBS = re.compile(
     r"\b(?:send|sending|sent|forward|forwarding|transfer|transferring|wire|wiring|pay|paying|remit|email|"
     r"e-mail|mail|emailing|post|posting|publish|share|sharing|upload|uploading|invite|inviting|add|adding|"
     r"cc|bcc|reply|message|dm|deliver|submit|visit|open|go to|navigate|fetch|create|schedule|book|change|"
-    r"modify|update|set|redirect|contact|notify|give|provide|grant|move|copy|push|route|include|concatenate)\b"
+    r"modify|update|set|redirect|contact|notify|give|provide|grant|move|copy|push|route|include|concatenate|"
+    r"booking|reserve|reserving|reservation|rent|renting|buy|buying|purchase|purchasing|order|delete|"
+    r"deleting|remove|removing|erase|cancel|cancelling|revoke|reset)\b"
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")  # a sentence, or a line: a bill or a list is read by line
 
@@ -384,14 +390,14 @@ def _widen(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def ordered_keys(text: str) -> dict[str, str]:
-    """The destination keys of a text that sit inside orders to the agent (see the module docstring),
-    each with the label of the marker that made them so; empty for a text with no marker."""
+def ordered_sentences(text: str) -> Iterator[tuple[str, str]]:
+    """The sentences (or lines) of a text that sit inside orders to the agent and tell it to send or
+    act (`SENDING_VERBS`), each with the label of the marker that governs it, in text order; none for a
+    text with no marker."""
     spans = markers_in(text)
     if not spans:
-        return {}
+        return
     text = "\n" + text  # as `markers_in` read it
-    out: dict[str, str] = {}
     read: set[tuple[int, int]] = set()
     for start, end, marker in spans:
         start, end = _widen(text, start, end)
@@ -401,6 +407,26 @@ def ordered_keys(text: str) -> dict[str, str]:
         for sentence in _sentences(text[start:end]):
             if len(sentence) < shapes.MIN_KEY_CHARS or not SENDING_VERBS.search(sentence.lower()):
                 continue
-            for key in _keys_of(sentence):
-                out.setdefault(key, marker.label[:MAX_LABEL_CHARS])
+            yield sentence, marker.label[:MAX_LABEL_CHARS]
+
+
+def ordered_keys(text: str) -> dict[str, str]:
+    """The destination keys of a text that sit inside orders to the agent (see the module docstring),
+    each with the label of the marker that made them so; empty for a text with no marker."""
+    out: dict[str, str] = {}
+    for sentence, label in ordered_sentences(text):
+        for key in _keys_of(sentence):
+            out.setdefault(key, label)
     return out
+
+
+def act_ordered(text: str, is_act_word: Callable[[str], bool]) -> str | None:
+    """The label of the orders in `text` that tell the agent to do an act, a sentence of them holding a
+    word `is_act_word` accepts ("make a reservation for it"), or None."""
+    for sentence, label in ordered_sentences(text):
+        if any(is_act_word(w) for w in _WORD.findall(sentence.lower())):
+            return label
+    return None
+
+
+_WORD = re.compile(r"[a-z][a-z0-9-]*")

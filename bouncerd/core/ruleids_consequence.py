@@ -33,6 +33,15 @@ ROWS: tuple[tuple[str, Verdicts, str, str], ...] = (
         "deleting the file an injection names, booking the hotel a planted review recommends",
     ),
     (
+        "consequence.ordered_act",
+        ("deny",),
+        "a destroying, paying, booking or membership call whose act text in untrusted output orders the "
+        "agent to do (inside orders to the agent: addressed to an AI, overriding its instructions, a system "
+        "frame), when your prompt asked for no act of that kind and did not type every value of the call",
+        "a booking, deletion or invitation an injection orders without naming its value ('book the most "
+        "expensive hotel')",
+    ),
+    (
         "consequence.key_path",
         ("ask",),
         "a call that does not only read names a path into a place that runs or authenticates as you "
@@ -46,6 +55,14 @@ ROWS: tuple[tuple[str, Verdicts, str, str], ...] = (
         " or address that first appeared in untrusted free text, not typed by you nor in a source your "
         "prompt named",
         "phishing through your own account: an injection has the agent send a trusted colleague its link",
+    ),
+    (
+        "consequence.ordered_link",
+        ("deny",),
+        "a send whose body, subject or other non-recipient argument carries a link that appeared inside text "
+        "giving the agent orders to pass it on (addressed to an AI, overriding its instructions, a system "
+        "frame), in any source, and not typed by you",
+        "phishing through your own account, dictated: 'send a link www.x.example to Alice' in an injection",
     ),
     (
         "consequence.readable_code",

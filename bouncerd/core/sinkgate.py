@@ -198,7 +198,7 @@ def classify(
     hit = lookup(dest.value)
     if hit is not None and hit.state == "tainted" and not hit.identity_only:
         return Classified(dest, "tainted", provenance=hit.provenance)
-    listed = _listed_by(dest, trust)
+    listed = listed_by(dest, trust)
     if listed is not None and (hit is None or hit.state == "tainted"):
         return Classified(dest, "trusted", why=f"listed by {listed}, your own directory")
     if hit is None:
@@ -218,7 +218,7 @@ def classify(
     return Classified(dest, "tainted_identity", provenance=hit.provenance)
 
 
-def _listed_by(dest: Destination, trust: Trust) -> str | None:
+def listed_by(dest: Destination, trust: Trust) -> str | None:
     """The directory tool that listed this destination, if any. Only a plain ASCII value that reads one
     way: the listed keys are folded wide, and a look-alike must not borrow a contact's standing."""
     if not trust.listed:
