@@ -10,15 +10,12 @@ the benign case it must not stop.
 
 from __future__ import annotations
 
-from typing import Any
-
+from engine_helpers import Scene
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import taint
 from bouncerd.core.engine import Engine
-from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
-from bouncerd.core.policy import load_policy, merge
+from bouncerd.core.model import ServerIdentity, Verdict
 
 SRV = ServerIdentity("chat", ("chat-server",))
 S = "session-carried"
@@ -39,27 +36,10 @@ tools:
 """
 TOOLS = ["send_direct_message", "add_user_to_channel", "get_webpage", "read_channel", "read_own_notes"]
 
-_ids = iter(range(100, 1_000_000))
-
-
-def _engine(prompt: str) -> Engine:
-    eng = Engine(merge([load_policy(POLICY, "policy.yaml")]))
-    eng.tools_listed(SRV, [{"name": t} for t in TOOLS], now=0.0)
-    for ev in eng.vouch(S, prompt):
-        eng.apply(ev)
-    return eng
-
-
-def _call(eng: Engine, tool: str, arguments: dict[str, Any]) -> tuple[Verdict, int]:
-    rid = next(_ids)
-    return eng.decide(ToolCall(S, SRV, tool, arguments, request_id=rid), 10.0), rid
-
-
-def _read(eng: Engine, tool: str, arguments: dict[str, Any], text: str) -> None:
-    v, rid = _call(eng, tool, arguments)
-    assert v.verdict == "allow", v.reason
-    msg = {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
-    eng.record_taint(S, taint.extract(msg, taint.Source("chat", tool, rid, 1.0)), "chat")
+SCENE = Scene(POLICY, SRV, TOOLS, S)
+_engine = SCENE.engine
+_call = SCENE.call
+_read = SCENE.read
 
 
 def _send(eng: Engine, body: str) -> Verdict:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine_helpers import Scene
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import onetimecode, taint
+from bouncerd.core import onetimecode
 from bouncerd.core.engine import Engine
 from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
-from bouncerd.core.policy import load_policy, merge
 
 SRV = ServerIdentity("shop", ("shop-server",))
 S = "session-codes"
@@ -35,26 +35,16 @@ TOOLS = [
     "get_verification_status",
 ]
 
-_ids = iter(range(100, 1_000_000))
-
-
-def _engine(prompt: str) -> Engine:
-    eng = Engine(merge([load_policy(POLICY, "policy.yaml")]))
-    eng.tools_listed(SRV, [{"name": t} for t in TOOLS], now=0.0)
-    for ev in eng.vouch(S, prompt):
-        eng.apply(ev)
-    return eng
+SCENE = Scene(POLICY, SRV, TOOLS, S)
+_engine = SCENE.engine
 
 
 def _call(eng: Engine, tool: str, arguments: dict[str, Any]) -> Verdict:
-    return eng.decide(ToolCall(S, SRV, tool, arguments, request_id=next(_ids)), 10.0)
+    return SCENE.call(eng, tool, arguments)[0]
 
 
 def _inbox(eng: Engine, text: str) -> None:
-    rid = next(_ids)
-    assert _call(eng, "read_inbox", {}).verdict == "allow"
-    msg = {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
-    eng.record_taint(S, taint.extract(msg, taint.Source("shop", "read_inbox", rid, 1.0)), "shop")
+    SCENE.read(eng, "read_inbox", {}, text)
 
 
 codes = st.one_of(
@@ -138,7 +128,7 @@ def test_a_confirmation_on_another_server_does_not_use_this_servers_act() -> Non
     assert _call(eng, "buy_item", {"item": "Blue Mug"}).verdict == "allow"
     other = ServerIdentity("bank", ("bank-server",))
     eng.tools_listed(other, [{"name": "verify_login"}], now=0.0)
-    v = eng.decide(ToolCall(S, other, "verify_login", {"code": "482913"}, request_id=next(_ids)), 10.0)
+    v = eng.decide(ToolCall(S, other, "verify_login", {"code": "482913"}, request_id=999), 10.0)
     assert (v.verdict, v.rule) == ("ask", "consequence.readable_code"), v.reason
 
 

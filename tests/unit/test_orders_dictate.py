@@ -18,17 +18,16 @@ beside the injection.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from engine_helpers import Scene
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import orderedacts, taint
+from bouncerd.core import orderedacts
 from bouncerd.core.engine import Engine
-from bouncerd.core.model import ServerIdentity, ToolCall, Verdict
-from bouncerd.core.policy import load_policy, merge
+from bouncerd.core.model import ServerIdentity
 
 SRV = ServerIdentity("desk", ("desk-server",))
 S = "session-dictate"
@@ -98,31 +97,13 @@ ACTS = [
 ]
 _LISTER = {"reserve_hotel": "list_hotels", "delete_file": "list_files", "grant_access": "list_people"}
 
-_ids = iter(range(100, 10**9))
-
-
-def _engine(prompt: str) -> Engine:
-    eng = Engine(merge([load_policy(POLICY, "policy.yaml")]))
-    eng.tools_listed(SRV, [{"name": t} for t in TOOLS], now=0.0)
-    for ev in eng.vouch(S, prompt):
-        eng.apply(ev)
-    return eng
-
-
-def _call(eng: Engine, tool: str, arguments: dict[str, Any]) -> tuple[Verdict, int]:
-    rid = next(_ids)
-    return eng.decide(ToolCall(S, SRV, tool, arguments, request_id=rid), 10.0), rid
+SCENE = Scene(POLICY, SRV, TOOLS, S)
+_engine = SCENE.engine
+_call = SCENE.call
 
 
 def _read(eng: Engine, tool: str, arguments: dict[str, Any], result: Any) -> None:
-    """A call and its output, recorded as the daemon records it (taint, then the names)."""
-    v, rid = _call(eng, tool, arguments)
-    assert v.verdict == "allow", v.reason
-    text = result if isinstance(result, str) else json.dumps(result)
-    msg = {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}}
-    for ev in eng.record_taint(S, taint.extract(msg, taint.Source("desk", tool, rid, 1.0)), "desk"):
-        assert ev["ev"] in ("taint", "listed")
-    eng.read_made(S, "desk", rid, json.dumps(msg).encode(), tool, 1.0)
+    SCENE.read(eng, tool, arguments, result, names=True)
 
 
 def _episode(prompt: str, listing: list[str], tool: str, page: str) -> Engine:
