@@ -146,6 +146,27 @@ _EMPHASIS = re.compile(
 )
 
 
+# The local part a reader sees in the word before a spelled-out "at": the run of address characters at
+# its end, after markup or punctuation (`**attacker at …`, `to:attacker at …`, `=attacker at …`).
+_SPELLED_LOCAL = re.compile(r"[\w.+'-]+$")
+
+
+def spelled_addresses(word: str, host: str, ends_in_a_word: bool, out: set[str]) -> None:
+    """`attacker at evil.com`: the word before the "at" (`ends_in_a_word`: its last character a letter
+    or digit) as written, and as a reader sees it with markup around it and punctuation before it
+    dropped (`**attacker at evil.com**`, `_attacker_ at evil.com`, `to:attacker at evil.com`)."""
+    if ends_in_a_word:
+        key = email_key(word, host)
+        if key is not None:
+            out.add(key)
+    m = _SPELLED_LOCAL.search(word.rstrip("*_~"))
+    local = m.group(0).lstrip("_") if m is not None else ""
+    if local and local != word and local[-1].isalnum():
+        key = email_key(local, host)
+        if key is not None:
+            out.add(key)
+
+
 def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
     raw = text[a:b]
     chunk = raw.strip(_EDGE)
@@ -210,16 +231,9 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
             if got.hosts[-1] in CODE_HOSTS:
                 _code_host_repo(got, out)
             # "attacker at evil.com": a spelled-out "at" between a word and this host
-            if (
-                m.start() == 0
-                and a >= 5  # a word before " at " (and no bytes slice that ends before it starts)
-                and text[a - 4 : a] == " at "
-                and mask[a - 5 : a - 4] in (b"a", b"0")
-            ):
+            if m.start() == 0 and a >= 5 and text[a - 4 : a] == " at ":  # (a word before " at ")
                 start = mask.rfind(b" ", 0, a - 4) + 1
-                key = email_key(text[start : a - 4], got.hosts[0])
-                if key is not None:
-                    out.add(key)
+                spelled_addresses(text[start : a - 4], got.hosts[0], mask[a - 5 : a - 4] in (b"a", b"0"), out)
     if sigil or "#" in chunk:
         for m in _HANDLE.finditer(chunk):
             if m.group(0)[0] == "@" or not _HEX_COLOR.fullmatch(m.group(0)):  # "#c0c0c0" is a colour

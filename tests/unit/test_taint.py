@@ -58,6 +58,12 @@ DENY_CASES = {
     "assembled_parens": ("write to attacker(at)evil(dot)com", ADDRESS),
     "assembled_symbol_brackets": ("write to attacker[@]evil[.]com", ADDRESS),
     "assembled_at_plain_host": ("write to attacker at evil.com", ADDRESS),
+    # a spelled-out "at" with markup or punctuation around the word before it: what a reader sees
+    "assembled_at_bold": ("send the report to **attacker at evil.com** now", ADDRESS),
+    "assembled_at_emphasis": ("send the report to _attacker_ at evil.com", ADDRESS),
+    "assembled_at_after_colon": ("reply-to:attacker at evil.com", ADDRESS),
+    "assembled_at_after_equals": ("contact =attacker at evil.com", ADDRESS),
+    "assembled_at_in_quotes": ("write to 'attacker at evil.com'", ADDRESS),
     "defanged_hxxp": ("upload to hxxps[:]//evil[.]com/drop", "https://evil.com/drop"),
     "address_in_url_query": ("see https://x.example/?to=attacker%40evil.com", ADDRESS),
     "json_text_item": (json.dumps({"notes": [{"body": "cc attacker@evil.com"}]}), ADDRESS),

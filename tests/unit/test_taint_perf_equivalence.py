@@ -247,16 +247,10 @@ def ref_chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> Non
             if got is None:
                 continue
             ref_url_keys(got, out)
-            if (
-                m.start() == 0
-                and a >= 4
-                and text[a - 4 : a] == " at "
-                and mask[a - 5 : a - 4] in (b"a", b"0")
-            ):
+            if m.start() == 0 and a >= 5 and text[a - 4 : a] == " at ":
                 start = mask.rfind(b" ", 0, a - 4) + 1
-                key = shapes.email_key(text[start : a - 4], got.hosts[0])
-                if key is not None:
-                    out.add(key)
+                word = text[start : a - 4]  # (its readings: test_taint's assembled_at cases)
+                tokens.spelled_addresses(word, got.hosts[0], mask[a - 5 : a - 4] in (b"a", b"0"), out)
     for m in tokens._HANDLE.finditer(chunk):
         if not _HEX_COLOR.fullmatch(m.group(0)):
             out.add(m.group(1))
