@@ -55,6 +55,7 @@ from bouncerd.core import decoders, fold
 from bouncerd.core.numeric_tokens import PLATFORM_ID_MIN_CHARS, numeric_keys
 from bouncerd.core.shapes import (
     CODE_HOSTS,
+    EMAIL_LOCAL,
     HOSTPATH,
     IBAN_MIN_CHARS,
     MIN_KEY_CHARS,
@@ -148,7 +149,7 @@ _EMPHASIS = re.compile(
 
 # The local part a reader sees in the word before a spelled-out "at": the run of address characters at
 # its end, after markup or punctuation (`**attacker at …`, `to:attacker at …`, `=attacker at …`).
-_SPELLED_LOCAL = re.compile(r"[\w.+'-]+$")
+_SPELLED_LOCAL = re.compile(rf"{EMAIL_LOCAL}$")
 
 
 def spelled_addresses(word: str, host: str, ends_in_a_word: bool, out: set[str]) -> None:
