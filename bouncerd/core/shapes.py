@@ -98,6 +98,10 @@ from urllib.parse import unquote
 from bouncerd.core import fold, url
 
 MIN_KEY_CHARS = 6  # shorter tokens ("a@b.c", "x.io") collide with ordinary text too often
+# "Bob", "Eve", "@hsato": a member or contact is often named shorter than any key; such a value in an
+# identity field is recorded for a directory to list (`listed_name`), never indexed as taint.
+MIN_LISTED_NAME_CHARS = 3
+_LISTED_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
 MAX_KEY_CHARS = 320  # an e-mail is at most 254 characters; longer URL keys end in a digest
 MAX_PATH_PREFIX_SEGMENTS = 3  # "host/a/b/c": enough to tell tenants of a shared host apart
 PHONE_MIN_DIGITS = 8  # shorter digit runs are dates, amounts, ids
@@ -482,3 +486,12 @@ def domain_keys(keys: Iterable[str]) -> tuple[str, ...]:
             if domain not in out:
                 out.append(domain)
     return tuple(out)
+
+
+def listed_name(text: str) -> str | None:
+    """A party value shorter than a key ("Bob", "@eve", "hsato") as `canon` keys a plain name, for a
+    directory to list; None for anything else (a number, two words, punctuation, a longer name)."""
+    name = text.strip().lstrip("@")
+    if len(name) >= MIN_KEY_CHARS or _LISTED_NAME.fullmatch(name) is None:
+        return None
+    return name.casefold()

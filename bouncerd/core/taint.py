@@ -50,7 +50,7 @@ import yaml
 
 from bouncerd.core import fold, linkkeys, orders, said, textrecords, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
-from bouncerd.core.shapes import DOMAIN_PREFIX, domain_keys
+from bouncerd.core.shapes import DOMAIN_PREFIX, MIN_LISTED_NAME_CHARS, domain_keys, listed_name
 from bouncerd.core.taint_index import (
     EVICT_BATCH_DIVISOR,
     EVICTED_FILTER_BITS,
@@ -200,6 +200,13 @@ class _Collector:
         key_tuple = tokens.key_tuple
         parties = self._parties(found)
         for text, field, identity in self.sightings:
+            if identity and MIN_LISTED_NAME_CHARS <= len(text) <= MIN_DESTINATION_CHARS:
+                short = listed_name(text)  # "Bob", and "@hsato" (six characters, its name five)
+                if short is not None and short not in keys:
+                    src = self.source
+                    keys[short] = provs.get((field, True)) or provs.setdefault(
+                        (field, True), Provenance(src.server, src.tool, src.request_id, src.ts, field, True)
+                    )
             if len(text) < MIN_DESTINATION_CHARS:
                 continue
             both = found.get(text)
@@ -346,12 +353,13 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
                 name = k if type(k) is str else str(k)
                 if len(name) >= MIN_DESTINATION_CHARS:
                     sight((name, field, identity))
-                if (
-                    v is None
-                    or v is True
-                    or v is False
-                    or (type(v) is str and len(v) < MIN_DESTINATION_CHARS)
-                ):
+                if v is None or v is True or v is False:
+                    continue
+                if type(v) is str and len(v) < MIN_DESTINATION_CHARS:
+                    # too short for a key, but a directory lists a short name ("Bob") in a party field
+                    short_cls = field_is_identity(name) if len(v) >= MIN_LISTED_NAME_CHARS else False
+                    if short_cls is True or (short_cls is None and identity):
+                        sight((v, path if deep else f"{path}.{name}" if path else name, True))
                     continue
                 cls = field_is_identity(name)
                 if cls is None and identity:
@@ -372,12 +380,11 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
             deep = len(path) >= MAX_FIELD_PATH_CHARS
             for i in range(len(node) - 1, -1, -1):
                 v = node[i]
-                if (
-                    v is None
-                    or v is True
-                    or v is False
-                    or (type(v) is str and len(v) < MIN_DESTINATION_CHARS)
-                ):
+                if v is None or v is True or v is False:
+                    continue
+                if type(v) is str and len(v) < MIN_DESTINATION_CHARS:
+                    if identity and len(v) >= MIN_LISTED_NAME_CHARS:  # `members: ["Bob", "Eve"]`
+                        sight((v, path if deep else f"{path}[{i}]", True))
                     continue
                 push((v, path if deep else f"{path}[{i}]", identity))
         elif node is not None and not isinstance(node, bool):

@@ -366,9 +366,14 @@ def ref_text_keys(text: str) -> set[str]:
 class RefCollector:
     def __init__(self) -> None:
         self.sightings: list[tuple[str, str | None, bool]] = []
+        self.short: list[tuple[str, str | None]] = []
         self.mirror: Any = None
 
-    def add(self, text: str, field: str | None, identity: bool) -> None:
+    def add(self, text: str, field: str | None, identity: bool, *, value: bool = True) -> None:
+        # a short name in a party field, for a directory to list (a key shorter than six is never read)
+        short = taint.MIN_LISTED_NAME_CHARS <= len(text) <= taint.MIN_DESTINATION_CHARS
+        if identity and short and (value or len(text) == taint.MIN_DESTINATION_CHARS):
+            self.short.append((text, field))
         if len(text) >= taint.MIN_DESTINATION_CHARS:
             self.sightings.append((text, field, identity))
 
@@ -400,6 +405,14 @@ class RefCollector:
                 old = out.get(key)
                 if old is None or (old.identity and not prov.identity):
                     out[key] = prov
+        for text, field in self.short:  # "Bob", and "@hsato": six characters, its name five
+            name = text.strip().lstrip("@")
+            if (
+                re.fullmatch(r"[A-Za-z][A-Za-z0-9._-]*", name)
+                and len(name) < taint.MIN_DESTINATION_CHARS
+                and name.casefold() not in out
+            ):
+                out[name.casefold()] = Provenance(SRC.server, SRC.tool, SRC.request_id, SRC.ts, field, True)
         return out
 
 
@@ -429,7 +442,7 @@ def ref_walk_structured(value: Any, c: RefCollector) -> None:
                 continue
             children = []
             for k, v in node.items():
-                c.add(str(k), path or None, identity)
+                c.add(str(k), path or None, identity, value=False)
                 cls = taint.field_is_identity(str(k))
                 if cls is None and identity and isinstance(v, str) and ref_prose_around_destination(v):
                     cls = False  # a field of unknown name inherits identity, but not for prose
