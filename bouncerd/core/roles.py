@@ -83,6 +83,24 @@ _VERB = re.compile(
 _HAS_ID = re.compile(_ID)
 
 _ID_PARTS = frozenset({"id", "key", "number", "identifier", "no", "num", "ref", "reference"})
+# Whose id an id field is: the record's own (`id`, `order_id`, `issueKey`), never another's (`parent_id`,
+# `customer_id`): only these words may stand beside an id word.
+_ID_NOUNS = frozenset(
+    {"ticket", "issue", "bug", "case", "request", "order", "invoice", "bill", "po", "pr", "pull", "merge",
+     "mr", "message", "msg", "email", "mail", "post", "event", "meeting", "task", "story", "incident",
+     "quote", "receipt", "shipment", "transaction", "payment", "charge", "booking", "reservation",
+     "thread", "conversation", "document", "doc", "file", "record", "item", "entry"}
+)  # fmt: skip
+# Containers between a record and its parties (`fields.reporter` in Jira, `attributes.customer`).
+_WRAPPERS = frozenset(
+    {"fields", "attributes", "properties", "data", "details", "info", "node", "record", "item"}
+)
+# Words of a party's value (`email`, `defaultEmailAddress.emailAddress`, `login`): nothing that names
+# another party or another time (`previous`, `manager`, `cc`).
+_VALUE_PARTS = frozenset(
+    {"email", "e", "mail", "address", "default", "primary", "login", "user", "username", "handle", "id",
+     "account", "phone", "mobile", "number", "value", "upn", "principal", "name", "display", "uid"}
+)  # fmt: skip
 _FIELD_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _SEGMENT = re.compile(r"\.|(?=\[)")
 
@@ -141,7 +159,7 @@ def _is_id_field(name: str, value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         return False
     parts = {p.lower() for p in _FIELD_PARTS.findall(name)}
-    if parts & _ID_PARTS:
+    if parts & _ID_PARTS and parts <= _ID_PARTS | _ID_NOUNS:
         return True
     return parts == {"name"} and isinstance(value, str) and value.startswith("#")  # `"name": "#1182"`
 
@@ -166,15 +184,28 @@ def _records_by_id(views: Iterable[Any], ids: frozenset[str]) -> dict[str, set[s
     return out
 
 
-def _roles_on(relative: str) -> set[str]:
-    """The role classes (by canonical word) the path from a record to one of its fields names."""
-    out: set[str] = set()
-    for segment in _SEGMENT.split(relative):
-        for part in _FIELD_PARTS.findall(segment):
-            role = _canonical_role(part) if part.lower() != "from" or segment.lower() == "from" else None
-            if role is not None:
-                out.add(role)
-    return out
+def _parts(segment: str) -> list[str]:
+    return [p.lower() for p in _FIELD_PARTS.findall(segment)]
+
+
+def names_role(relative: str, role: str) -> bool:
+    """Whether the path from a record to one of its fields is that role's value: wrappers only
+    (`fields.`), then a segment naming the role (`reporter`, `customer_email`), then only words of a
+    value (`email`, `defaultEmailAddress.emailAddress`). A list, another party (`previous_reporter`,
+    `customer.manager`) or a sub-object (`lastComment.author`) is not the role."""
+    if "[" in relative:
+        return False
+    segments = relative.split(".")
+    for i, segment in enumerate(segments):
+        parts = _parts(segment)
+        if any(_canonical_role(p) == role for p in parts if p != "from" or parts == ["from"]):
+            rest = [p for p in parts if _canonical_role(p) != role]
+            return set(rest) <= _VALUE_PARTS and all(
+                set(_parts(s)) <= _VALUE_PARTS for s in segments[i + 1 :]
+            )
+        if segment.lower() not in _WRAPPERS:
+            return False
+    return False
 
 
 def role_listed(
@@ -205,7 +236,7 @@ def role_listed(
                 relative = prov.field[len(path) + 1 :]
             else:
                 continue
-            if "[" in relative or role not in _roles_on(relative):
+            if not names_role(relative, role):
                 continue
             out.setdefault(record.token, f"{source_of(role, ident)}, in {prov.tool}")
     return out

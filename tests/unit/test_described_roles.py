@@ -211,3 +211,32 @@ def test_the_prompt_describes_a_role_only_with_an_id_it_ties_to(
     prompt: str, expected: set[tuple[str, str]]
 ) -> None:
     assert roles.described_roles(roles.role_keys(prompt)) == expected
+
+
+def _nested_twins(field: str) -> list[tuple[str, dict[str, Any]]]:
+    """Records with the typed id (or pointing at it) where the role word sits on another party's value."""
+    other = {"email": OTHER_RECORD}
+    return [
+        ("the parent record's party", {"id": 42, "parent": {"id": 41, field: other}}),
+        ("a sub-object's party", {"id": 42, "lastComment": {"body": "hi", field: other}}),
+        ("a former party", {"id": 42, f"previous_{field}": other}),
+        ("the party's manager", {"id": 42, field: {"manager": other}}),
+        ("a record whose foreign key is the id", {"id": 77, "parent_id": 42, field: other}),
+        ("a record whose party's id is the id", {"id": 77, f"{field}_id": "42", field: other}),
+    ]
+
+
+@pytest.mark.parametrize("shape", ["json", "yaml"])
+@pytest.mark.parametrize(("noun", "role", "field"), ROLE_SHAPES)
+def test_attack_twin_the_role_word_on_another_partys_value_is_asked(
+    noun: str, role: str, field: str, shape: str
+) -> None:
+    """Benign beside it: `fields.<role>.emailAddress` (a wrapper, then the role) is the role's value."""
+    for what, record in _nested_twins(field):
+        eng = _engine(f"Reply on {noun} 42 to its {role}.")
+        _read(eng, _shaped(shape, [record]))
+        v = _send(eng, OTHER_RECORD)
+        assert (v.verdict, v.rule) == ("ask", "sink.tainted_identity"), (what, v.reason)
+    eng = _engine(f"Reply on {noun} 42 to its {role}.")
+    _read(eng, json.dumps({"key": "42", "fields": {field: {"emailAddress": RIGHT}}}))
+    assert _send(eng, RIGHT).verdict == "allow"
