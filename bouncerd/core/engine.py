@@ -36,6 +36,7 @@ from bouncerd.core import (
     onetimecode,
     pins,
     restricted,
+    roles,
     said,
     sinkgate,
     taint,
@@ -193,6 +194,10 @@ class Engine(Store):
             if listed:
                 source = f"{server}/{prov.tool}"
                 self._emit(events, ListedEvent(ev="listed", session=session, source=source, keys=listed))
+        if payload is not None and state is not None:  # "reply on ticket 42 to its reporter" (`roles`)
+            found = roles.role_listed(records, payload, roles.described_roles(state.vouched))
+            for key, source in sorted(roles.unsettled(found, state.listed).items()):
+                self._emit(events, ListedEvent(ev="listed", session=session, source=source, keys=[key]))
         note = self.notes.get(session, server, prov.request_id)
         if note is not None:
             records = callnotes.read_as_noted(records, note)
@@ -220,6 +225,7 @@ class Engine(Store):
         keys |= set(said.said_keys(text[: argshapes.MAX_PROMPT_CHARS]))  # short values, by position
         keys |= described.described_keys(text[: argshapes.MAX_PROMPT_CHARS])  # "the message from Bob"
         keys |= described.titled_keys(text[: argshapes.MAX_PROMPT_CHARS])  # "the file called 'Q3 plan'"
+        keys |= roles.role_keys(text[: argshapes.MAX_PROMPT_CHARS])  # "ticket 42's reporter"
         events: list[VouchEvent] = []
         if keys - self.session(session).vouched:
             self._emit(events, VouchEvent(ev="vouch", session=session, keys=sorted(keys)))

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bouncerd.core import canon, names, typed
+from bouncerd.core import canon, names, roles, typed
 from bouncerd.core.fallback import words
 from bouncerd.core.model import Provenance, Verdict
 from bouncerd.core.sinkdest import SHOWN_DESTINATION_CHARS as SHOWN_DESTINATION_CHARS
@@ -200,6 +200,8 @@ def classify(
         return Classified(dest, "tainted", provenance=hit.provenance)
     listed = listed_by(dest, trust)
     if listed is not None and (hit is None or hit.state == "tainted"):
+        if roles.is_role_source(listed):  # "reply on ticket 42 to its reporter"
+            return Classified(dest, "trusted", why=roles.shown(listed))
         return Classified(dest, "trusted", why=f"listed by {listed}, your own directory")
     if hit is None:
         if seen is not None and names.is_plain_name(dest.value):
