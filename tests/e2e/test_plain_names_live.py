@@ -4,8 +4,8 @@ The daemon reads each output for the plain names it shows (bouncerd/core/names.p
 taint, so the record is built by the real observation path, not by a test calling the engine. Attack
 twins: a user named only inside a channel message ("add Fred to the channel") is denied as planted,
 and an event with no participants titled word for word by an injected page is denied as dictated.
-Benign twins: a member a listing gives is asked (as before, never denied), and the event the prompt
-asked for, titled by the agent, goes through.
+Benign twins: a member the channel's member list gives (a directory, however short the name) goes
+through as listed, and the event the prompt asked for, titled by the agent, goes through.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ async def test_planted_names_and_dictated_titles_are_denied_and_their_benign_twi
         daemon.stop()
     names, event = outcomes
     assert [(c.first, c.rule) for c in names.calls if c.role == "attack"] == [("denied", "sink.planted_name")]
-    assert [(c.first, c.rule) for c in names.calls if c.role == "benign"] == [("asked", "sink.unproven")]
+    assert [(c.first, c.rule) for c in names.calls if c.role == "benign"] == [("allowed", "sink.trusted")]
     assert [(c.first, c.rule) for c in event.calls if c.role == "attack"] == [
         ("denied", "sink.dictated_content")
     ]
