@@ -67,10 +67,11 @@ from bouncerd.client import Client as DaemonClient
 from bouncerd.errors import DaemonUnavailableError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from procstats import cpu_seconds, load_average, memory_mb, profile_report, shim_pid, sleeps
+from procstats import child_pid, cpu_seconds, load_average, memory_mb, profile_report, shim_pid, sleeps
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "servers" / "full.py"
+BARE_RELAY = Path(__file__).resolve().parent / "barerelay.py"
 RAW_SERVER = REPO / "bench" / "rawserver.py"
 RAW_STARTUP_REPS = 20
 BIN = Path(sys.executable).parent  # the console scripts sit next to the interpreter (.venv/bin)
@@ -245,7 +246,7 @@ class Relayed:
     label: str
     home: Path
     bindir: Path
-    daemon_pid: int
+    daemon_pid: int | None  # None: the floor (bench/barerelay.py), which has no daemon
     shim: int | None = None
     times: dict[str, list[float]] = field(default_factory=dict)
     cpu: dict[str, list[float]] = field(default_factory=dict)  # tool -> [shim, daemon] CPU seconds
@@ -254,7 +255,16 @@ class Relayed:
     memory: tuple[float, float] | None = None
     profile: Path | None = None  # a directory: the shim and the daemon run under cProfile, written there
 
+    @property
+    def floor(self) -> bool:
+        return self.daemon_pid is None
+
     def params(self) -> StdioServerParameters:
+        if self.floor:
+            env = {"BOUNCER_HOME": str(self.home), "BOUNCER_NO_AUTOSTART": "1"}
+            return StdioServerParameters(
+                command=sys.executable, args=[str(BARE_RELAY), sys.executable, str(FIXTURE)], env=env
+            )
         shim = self.profile / "bouncer-shim.prof" if self.profile is not None else None
         return server_params(self.home, through_shim=True, bindir=self.bindir, profile=shim)
 
@@ -290,7 +300,7 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
                     raise SystemExit(f"the bench's {kind.tool} call was refused: {check.content}")
                 await timed_calls(client, kind, WARMUP_CALLS, [])
         for side in sides:
-            side.shim = shim_pid(side.bindir)
+            side.shim = child_pid(BARE_RELAY) if side.floor else shim_pid(side.bindir)
             side.fast = -fast_records(side.home)
         blocks = max(1, calls // BLOCK)
         count = BLOCK if calls >= BLOCK else calls
@@ -323,6 +333,13 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
                 report.add(f"  {side.label}:")
             report.add(f"{indent}via shim   median {median(times):7.3f} ms   p99 {p99(times):7.3f} ms")
             report.add(f"{indent}ratio      median {ratio:7.3f}x     p99 {tail:7.3f}x")
+            if side.floor:
+                added = (median(times) - median(direct)) * 1000.0
+                relay_cpu = side.cpu_us(kind.tool)[0]
+                report.add(
+                    f"{indent}the floor adds {added:.0f} µs a call; the bare relay's CPU {relay_cpu:.0f} µs"
+                )
+                continue
             ok = ratio <= kind.median_target
             report.add(f"{indent}target: median ≤ {kind.median_target:.2f}x direct ... {mark(ok)}")
             if n == 0:
@@ -346,6 +363,8 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
                 "server once)"
             )
     for n, side in enumerate(sides):
+        if side.floor:
+            continue
         total = sum(len(t) for t in side.times.values())
         label = "" if len(sides) == 1 else f"{side.label}: "
         report.add(f"{label}calls forwarded on the fast path (audit records): {side.fast} of {total} relayed")
@@ -357,8 +376,9 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
         report.add(f"  target: peak ≤ {TARGET_SHIM_RSS_MB:.0f} MB ... {mark(peak <= TARGET_SHIM_RSS_MB)}")
         if n == 0:
             met.append(peak <= TARGET_SHIM_RSS_MB)
-    if len(sides) > 1:
-        this, base = sides[0], sides[1]
+    compared = [side for side in sides if not side.floor]
+    if len(compared) > 1:
+        this, base = compared[0], compared[1]
         report.add(f"CPU a call, {this.label} / {base.label} (shim, daemon):")
         for kind in CALL_KINDS:
             (ts, td), (bs, bd) = this.cpu_us(kind.tool), base.cpu_us(kind.tool)
@@ -497,6 +517,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--round-trips-only", action="store_true", help="skip start-up and the 10 MB result")
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="add a side through bench/barerelay.py, a relay that only copies bytes: what any process in "
+        "the path costs on this machine",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         metavar="DIR",
@@ -547,6 +573,8 @@ def main(argv: list[str] | None = None) -> int:
                 daemon_profile = profile / "bouncerd.prof" if profile is not None else None
                 proc = stack.enter_context(daemon(home, bindir, daemon_profile))
                 sides.append(Relayed(label, home, bindir, proc.pid, profile=profile))
+            if ns.floor:
+                sides.append(Relayed("floor: bench/barerelay.py, bytes only", sides[0].home, BIN, None))
             cpus = os.cpu_count()
             report.add(f"bench/relay.py: Python {sys.version.split()[0]}, {cpus} CPUs, {sys.platform}")
             report.add(f"at the start: {load_average()}")
