@@ -49,10 +49,11 @@ class SendUpstream(_Action):
 
 
 class SendDaemon(_Action):
-    __slots__ = ("parts",)
+    __slots__ = ("lazy", "parts")
 
-    def __init__(self, parts: list[bytes]) -> None:
+    def __init__(self, parts: list[bytes], *, lazy: bool = False) -> None:
         self.parts = parts  # one frame, in pieces: a large payload is its own piece, never copied
+        self.lazy = lazy  # nothing waits on it: it may wait for the next frame (link.LAZY_FRAME_SECONDS)
 
     @property
     def frame(self) -> bytes:

@@ -95,7 +95,7 @@ class FastSet:
             "seq": self._next_seq,
         }
         record = Record(fields)
-        if not self._sync.request("forwarded", record, fields):
+        if not self._sync.request("forwarded", record, fields, lazy=True):
             return False
         self._unacked[self._next_seq] = record
         self._next_seq += 1

@@ -56,6 +56,12 @@ SOCKET_READ_BYTES: Final = 256 * 1024
 # fifty round trips through a 208 KiB buffer, each a wake-up of the shim and of the daemon.
 SOCKET_SEND_BYTES: Final = 4 * 1024 * 1024
 
+# A frame nothing waits on (the record of a call forwarded before asking, fastset.py) may wait in the
+# queue this long for a frame that must go now: the call's output usually comes well within it, and
+# the two then wake the daemon once. Any other frame, and any client line queued behind it, takes it
+# along at once.
+LAZY_FRAME_SECONDS: Final = 0.05
+
 
 class Connected:
     __slots__ = ()
@@ -79,6 +85,7 @@ class DaemonLink:
         self._autostart = autostart.autostart_enabled(environ)
         self.sock: socket.socket | None = None
         self._writer: Writer | None = None
+        self._hold_until: float | None = None  # only lazy frames are queued; written by then at the latest
         self._decoder = wire.FrameDecoder()
         self._buf = bytearray(SOCKET_READ_BYTES)  # allocated once: a reply is read without a new buffer
         self._view = memoryview(self._buf)
@@ -114,10 +121,24 @@ class DaemonLink:
 
     @property
     def wants_write(self) -> bool:
-        return self._writer is not None and self._writer.pending > 0
+        """Whether queued frames must be written now (not while only lazy frames wait)."""
+        return self._writer is not None and self._writer.pending > 0 and self._hold_until is None
+
+    def due(self, now: float) -> bool:
+        """Whether queued frames must be written now: `wants_write`, or lazy frames whose time is up."""
+        if self._hold_until is not None and now >= self._hold_until:
+            self._hold_until = None
+        return self.wants_write
+
+    def hurry(self) -> None:
+        """Lazy frames are to go with the next flush (a client line is queued behind them)."""
+        self._hold_until = None
 
     def deadline(self) -> float | None:
-        return self._retry_at
+        hold, retry = self._hold_until, self._retry_at
+        if hold is None:
+            return retry
+        return hold if retry is None else min(hold, retry)
 
     # ---- connecting ------------------------------------------------------------------------------
 
@@ -210,16 +231,23 @@ class DaemonLink:
 
     # ---- moving frames ---------------------------------------------------------------------------
 
-    def send(self, parts: list[bytes]) -> None:
-        """Queue a frame (in parts); the pump's `flush` writes it (frames sent while down are the
-        relay's bug)."""
-        if self._writer is not None:
-            for part in parts:
-                self._writer.write(part)
+    def send(self, parts: list[bytes], *, lazy: bool = False, now: float = 0.0) -> None:
+        """Queue a frame (in parts); the pump's `flush` writes it, a lazy one within LAZY_FRAME_SECONDS
+        of `now` (frames sent while down are the relay's bug)."""
+        writer = self._writer
+        if writer is None:
+            return
+        if not lazy:
+            self._hold_until = None
+        elif not writer.pending:  # behind frames that must go now, a lazy frame goes with them
+            self._hold_until = now + LAZY_FRAME_SECONDS
+        for part in parts:
+            writer.write(part)
 
     def flush(self, now: float) -> list[LinkEvent]:
         if self._writer is None:
             return []
+        self._hold_until = None
         try:
             self._writer.flush()
         except (PeerGoneError, OSError) as exc:
@@ -227,24 +255,29 @@ class DaemonLink:
         return []
 
     def on_readable(self, now: float) -> list[LinkEvent]:
-        if self.sock is None:
-            return []
-        try:
-            got = self.sock.recv_into(self._buf)
-        except (BlockingIOError, InterruptedError):
-            return []
-        except OSError as exc:
-            return self._drop(f"bouncerd connection lost: {exc}", now)
-        if not got:
-            return self._drop("bouncerd closed the connection", now)
+        """Everything the daemon has sent, up to its hang-up if it has hung up: replies read without
+        reading on to the end could hide a dead daemon behind them until the next wake-up, and a
+        call handled meanwhile would be forwarded on a set nobody holds."""
         events: list[LinkEvent] = []
-        try:
-            self._decoder.receive_data(self._view[:got])  # the decoder copies what it buffers
-            while (message := self._decoder.next_message()) is not None:
-                events.append(message)
-                self._delay = RECONNECT_FIRST_DELAY_SECONDS  # a daemon that answers is a healthy one
-        except ProtocolError as exc:
-            events.extend(self._drop(f"bouncerd sent an invalid frame: {exc}", now))
+        while (sock := self.sock) is not None:
+            try:
+                got = sock.recv_into(self._buf)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                events.extend(self._drop(f"bouncerd connection lost: {exc}", now))
+                break
+            if not got:
+                events.extend(self._drop("bouncerd closed the connection", now))
+                break
+            try:
+                self._decoder.receive_data(self._view[:got])  # the decoder copies what it buffers
+                while (message := self._decoder.next_message()) is not None:
+                    events.append(message)
+                    self._delay = RECONNECT_FIRST_DELAY_SECONDS  # a daemon that answers is a healthy one
+            except ProtocolError as exc:
+                events.extend(self._drop(f"bouncerd sent an invalid frame: {exc}", now))
+                break
         return events
 
     def drop(self, reason: str, now: float) -> list[LinkEvent]:
@@ -258,6 +291,7 @@ class DaemonLink:
             self.sock.close()
         self.sock = None
         self._writer = None
+        self._hold_until = None
         self._schedule(now)  # a daemon that accepts and hangs up at once is not hammered
         return [Lost(reason)]
 
@@ -267,6 +301,7 @@ class DaemonLink:
                 self.sock.close()
             self.sock = None
             self._writer = None
+        self._hold_until = None
         self._retry_at = None
 
     def _say(self, message: str) -> None:

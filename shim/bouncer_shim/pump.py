@@ -195,6 +195,8 @@ class Pump:
             events = self._select(self._timeout(now))
             if self._daemon_quiet:  # the replies that came meanwhile, before what they may concern
                 self._on_link(self.link.on_readable(self.clock()))
+            elif len(events) > 1:  # the daemon's replies (or its hang-up) first, for the same reason
+                events.sort(key=_daemon_first_key)
             for key, mask in events:
                 self._dispatch(str(key.data), mask)
             if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
@@ -371,7 +373,7 @@ class Pump:
                 elif isinstance(action, SendUpstream):
                     self.to_upstream.write_line(action.line)
                 elif isinstance(action, SendDaemon):
-                    self.link.send(action.parts)
+                    self.link.send(action.parts, lazy=action.lazy, now=self.clock() if action.lazy else 0.0)
                 elif isinstance(action, Diagnose):
                     diagnose(action.message)
                 elif isinstance(action, Stop):
@@ -380,6 +382,7 @@ class Pump:
     def _to_client(self, line: bytes) -> None:
         """Write `line` to the client, after every daemon frame queued before it (see Order above)."""
         if self._gated or self.link.pending:
+            self.link.hurry()
             self._gated.append((self.link.queued, line))
             self._gated_bytes += len(line)
         else:
@@ -433,8 +436,14 @@ class Pump:
             self._apply()
 
     def _flush_all(self) -> None:
-        if self.link.wants_write:
-            self._on_link(self.link.flush(self.clock()))
+        # The upstream first: a call forwarded before asking reaches the server before the daemon is
+        # woken for its record (nothing orders the two; a line for the client waits for the daemon).
+        if self.to_upstream.pending:
+            with contextlib.suppress(PeerGoneError):  # the upstream's exit is noticed by its status
+                self.to_upstream.flush()
+        link = self.link
+        if link.wants_write or (link.pending and link.due(self.clock())):
+            self._on_link(link.flush(self.clock()))
         if self._gated:
             self._release_gated()
         if self.stdout.pending:
@@ -442,9 +451,6 @@ class Pump:
                 self.stdout.flush()
             except PeerGoneError:
                 self._client_gone()
-        if self.to_upstream.pending:
-            with contextlib.suppress(PeerGoneError):  # the upstream's exit is noticed by its status
-                self.to_upstream.flush()
 
     def _say(self, messages: list[str]) -> None:
         for message in messages:
@@ -559,6 +565,11 @@ class Pump:
                 diagnose("exiting before bouncerd acknowledged the last observations (they were sent)")
             return final
         return None
+
+
+def _daemon_first_key(event: tuple[selectors.SelectorKey, int]) -> bool:
+    """Sorts the daemon's socket before every other ready stream."""
+    return bool(event[0].data != "daemon")
 
 
 def _is_pipe_or_socket(fd: int) -> bool:

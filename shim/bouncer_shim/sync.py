@@ -138,8 +138,11 @@ class LinkSync:
         quiet = self._quiet
         return quiet == 0 or self._sync_left > 0 or len(self._pending) - quiet - self._parked > 0
 
-    def request(self, op: str, target: object, fields: Mapping[str, Any], *, sync: bool = False) -> bool:
-        """Send op `op`; its reply's entry carries `target`. False if msgpack cannot carry it."""
+    def request(
+        self, op: str, target: object, fields: Mapping[str, Any], *, sync: bool = False, lazy: bool = False
+    ) -> bool:
+        """Send op `op`; its reply's entry carries `target`. False if msgpack cannot carry it. A `lazy`
+        frame may wait for the next one (`SendDaemon.lazy`)."""
         rid = self._next_rid
         frame = daemon_frame(wire.request(op, rid, **fields))
         if frame is None:
@@ -160,7 +163,7 @@ class LinkSync:
             self.tools_unanswered += 1
         if sync:
             self._sync_left += 1
-        self._actions.append(SendDaemon(frame))
+        self._actions.append(SendDaemon(frame, lazy=lazy))
         return True
 
     def replied(self, rid: Any) -> Pending | None:

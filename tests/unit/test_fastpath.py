@@ -216,6 +216,9 @@ class _Model:
             decoder.receive_data(action.frame)
             message = decoder.next_message()
             assert message is not None
+            # Only a forwarded call's record may wait for the next frame (link.LAZY_FRAME_SECONDS);
+            # a fastpath request acknowledging a withdrawal must go at once, taking records with it.
+            assert action.lazy == (message["op"] == "forwarded"), message["op"]
             self.to_daemon.append(message)
         self.actions.clear()
 
