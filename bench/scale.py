@@ -10,7 +10,9 @@ pipes, all in this one process, so the client side costs the same at every step.
    servers, and N shims (each its own client session, `BOUNCER_SESSION`) in front of N more. Every
    connection runs trivial `echo` calls in a closed loop; blocks alternate direct / shim (and which
    goes first), so machine noise lands on both. Printed per step: relayed verdicts per second, p50 and
-   p99 latency each side, the added latency (shim minus direct) and the ratio, and the daemon's RSS.
+   p99 latency each side, the added latency (shim minus direct) and the ratio, the daemon's RSS, and
+   the shim calls Bouncer refused, warm-up included (a daemon so far behind that a verdict takes over
+   10 s refuses the call: fail closed).
 2. **A gigabyte of output.** One shim reads `read_inbox` results (fresh addresses and URLs in every
    message) until `--gb` GB have passed through it, so the daemon indexes all of it. Before and after,
    the same number of gated sends (`send_message` to a never-seen address, so the destination is looked
@@ -122,13 +124,20 @@ async def open_conn(home: Path, *, shim: bool, session: str) -> Conn:
     return conn
 
 
+REFUSALS: dict[str, int] = {}  # why calls were refused (a daemon too far behind refuses, fail closed)
+
+
 async def timed_loop(conn: Conn, calls: int, sink: list[float]) -> None:
     for i in range(calls):
         t0 = time.perf_counter()
         reply = await conn.call("echo", text=f"ping {i}")
         sink.append(time.perf_counter() - t0)
         if "result" not in reply or reply["result"].get("isError"):
-            raise SystemExit(f"echo refused: {reply}")
+            why = json.dumps(reply.get("result") or reply.get("error"))
+            if "[bouncer" not in why:
+                raise SystemExit(f"echo failed: {reply}")
+            key = why.split("]", 1)[1][:70].strip()
+            REFUSALS[key] = REFUSALS.get(key, 0) + 1
 
 
 async def block(conns: list[Conn], calls: int, sink: list[float]) -> float:
@@ -170,12 +179,14 @@ async def step(home: Path, n: int, blocks: int, daemon_pid: int) -> None:
                 wall = await block(conns, CALLS_PER_BLOCK, sink)
                 if conns is shims:
                     s_wall += wall
+        refused = sum(REFUSALS.values())
+        REFUSALS.clear()
         d50, s50 = statistics.median(d_lat), statistics.median(s_lat)
         d99, s99 = pct(d_lat, 0.99), pct(s_lat, 0.99)
         print(
             f"{n:>6} {len(s_lat) / s_wall:>10.0f} {d50 * 1e3:>8.2f} {s50 * 1e3:>8.2f} "
             f"{(s50 - d50) * 1e3:>+8.2f} {s50 / d50:>6.2f}x {d99 * 1e3:>8.2f} {s99 * 1e3:>8.2f} "
-            f"{(s99 - d99) * 1e3:>+8.2f} {s99 / d99:>6.2f}x {rss_mb(daemon_pid):>8.1f}",
+            f"{(s99 - d99) * 1e3:>+8.2f} {s99 / d99:>6.2f}x {rss_mb(daemon_pid):>8.1f} {refused:>8}",
             flush=True,
         )
     finally:
@@ -240,7 +251,7 @@ async def run(args: argparse.Namespace) -> None:
             print(f"# python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
             print(
                 f"{'shims':>6} {'verdicts/s':>10} {'d p50':>8} {'s p50':>8} {'+p50':>8} {'ratio':>7} "
-                f"{'d p99':>8} {'s p99':>8} {'+p99':>8} {'ratio':>7} {'RSS MB':>8}   (ms)"
+                f"{'d p99':>8} {'s p99':>8} {'+p99':>8} {'ratio':>7} {'RSS MB':>8} {'refused':>8}   (ms)"
             )
             for n in steps:
                 await step(home, n, args.blocks, proc.pid)

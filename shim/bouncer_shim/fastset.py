@@ -28,9 +28,13 @@ from typing import Any, Final
 from bouncer_shim.jsonrpc import id_json, wire_id
 from bouncer_shim.sync import LinkState, LinkSync
 
-# Records sent and not yet answered. bouncerd answers each in well under a millisecond; a backlog
-# this long means it is not reading, and calls wait for their verdicts again until it catches up.
-MAX_UNACKED_RECORDS: Final = 10_000
+# Records sent and not yet answered. bouncerd answers each within milliseconds, so an agent's calls
+# one after another never come near this; a backlog this long means bouncerd is behind (a burst of
+# calls, many shims on a busy machine), and calls take the round trip again, which waits behind the
+# backlog on this connection: the shim cannot run ahead of bouncerd without bound. Without that, a
+# hundred shims forwarding reads on a loaded machine left bouncerd so far behind that acknowledgements
+# took over DAEMON_ACK_TIMEOUT_SECONDS (pump.py), and the shims reconnected and replayed, adding work.
+MAX_UNACKED_RECORDS: Final = 8
 
 
 class Record:
