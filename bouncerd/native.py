@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 The scanner modules (`SCANNER`: decoders, fold, shapes, numeric_tokens, tokens, uts46, url, urlquirks,
-linkkeys, said, orders, textrecords, taint* of bouncerd/core) can be compiled with mypyc from the very
+linkkeys, typed, said, orders, textrecords, taint* of bouncerd/core) can be compiled with mypyc from the very
 same source: `scripts/native_build.py` builds them in place for a development tree (`scripts/setup`)
 and into the wheel for `pip install .` (hatch_build.py); either way it writes a stamp (`STAMP_NAME`,
 beside the modules) with the SHA-256 of each source file it compiled and the interpreter's cache tag. Indexing
@@ -56,6 +56,7 @@ SCANNER: Final = (
     "url",
     "urlquirks",
     "linkkeys",
+    "typed",
     "said",
     "orders",
     "textrecords",
