@@ -4,6 +4,7 @@ Run:  .venv/bin/python bench/taint.py [--sizes 1,10,100] [--lookups 20000] [--se
       VENV/bin/python bench/taint.py --installed     # the bouncerd that VENV has installed (a wheel)
       perf record -F 999 --call-graph dwarf,16384 VENV/bin/python bench/taint.py --installed \
           --profile --sizes 5                         # indexing alone, for a profiler
+      .venv/bin/python bench/taint.py --small         # the fixed cost of one small output, in µs
 
 The data is generated deterministically (a seeded PRNG): mail-like tool results, half as JSON (text
 content plus structuredContent, as real servers send both), half as plain text with a header block;
@@ -16,6 +17,10 @@ payloads (their serialised form), timed the same way in the same run, so the fig
 relative to the machine and its load. Figures are printed, never asserted; the last lines say
 whether the issue's targets are met. The first line names the scanner measured: the mypyc build when
 scripts/setup made one (bouncerd/native.py), else the source; `BOUNCER_PURE=1` measures the source.
+`--small` measures instead the fixed cost of one small output (a ~400-byte mail listing as one text
+item, what `bench/relay.py`'s read returns), as the daemon reads it: `taint.extract` of the parsed
+line, and `taint.Seams.records` of the raw line; µs of CPU time per output, the best of several rounds
+(on a shared host the best round is the steadiest figure).
 By default it measures this checkout; `--installed` measures the bouncerd the running interpreter has
 installed (what `pip install .` gave, compiled in the wheel or not), and the first line says where.
 """
@@ -171,6 +176,50 @@ def profile_indexing(seed: int, mb: float, max_keys: int) -> None:
     print(f"indexed {size / 1e6:.1f} MB at {size / 1e6 / spent:.1f} MB/s (CPU time)")
 
 
+# What bench/relay.py's read-only call returns (tests/fixtures/servers/full.py `read_inbox`): one text
+# item holding a two-message inbox as indented JSON, no structuredContent.
+SMALL_INBOX = [
+    {"from": "alice@example.com", "subject": "lunch", "body": "Shall we meet at noon?"},
+    {
+        "from": "newsletter@shop.example",
+        "subject": "offer",
+        "body": "Reply to deals@shop.example or visit https://shop.example/deals for more.",
+    },
+]
+SMALL_ROUNDS = 15
+SMALL_PER_ROUND = 1000
+
+
+def small_output(n: int) -> bytes:
+    text = json.dumps(SMALL_INBOX, indent=2)
+    message = {"jsonrpc": "2.0", "id": n, "result": {"content": [{"type": "text", "text": text}]}}
+    return json.dumps(message).encode()
+
+
+def measure_small() -> None:
+    """µs of CPU time per small output for each of the daemon's two reads of it, the best of
+    `SMALL_ROUNDS` rounds of `SMALL_PER_ROUND` outputs (the same output again, as the relay's read
+    is: short strings are then read from the cache, as they are there)."""
+    print(f"scanner: {native.implementation()} ({Path(bouncerd.__file__).parent})")
+    raws = [small_output(n) for n in range(SMALL_PER_ROUND)]
+    print(f"small output: {len(raws[0])} bytes")
+    seams = taint.Seams()
+    parts: dict[str, list[float]] = {"taint.extract": [], "taint.Seams.records": []}
+    for _ in range(SMALL_ROUNDS):
+        t0 = time.process_time()
+        for n, raw in enumerate(raws):
+            taint.extract(json.loads(raw), taint.Source("mail", "read_inbox", n, float(n)))
+        t1 = time.process_time()
+        for n, raw in enumerate(raws):
+            seams.records(("session", "mail"), raw, taint.Source("mail", "read_inbox", n, float(n)))
+        t2 = time.process_time()
+        parts["taint.extract"].append((t1 - t0) / len(raws) * 1e6)
+        parts["taint.Seams.records"].append((t2 - t1) / len(raws) * 1e6)
+    for name, samples in parts.items():
+        print(f"{name}: {min(samples):.1f} µs per small output (CPU time, the best round)")
+    print("(taint.extract includes json.loads of the line; Seams.records reads the raw line)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1,10,100", help="MB of recorded output at which to measure")
@@ -187,7 +236,13 @@ def main() -> None:
         action="store_true",
         help="for a profiler: generate the last size first, then only index it",
     )
+    ap.add_argument(
+        "--small", action="store_true", help="only the fixed cost of one small output (µs per output)"
+    )
     args = ap.parse_args()
+    if args.small:
+        measure_small()
+        return
     sizes = [float(s) for s in args.sizes.split(",")]
     if args.profile:
         profile_indexing(args.seed, sizes[-1], args.max_keys)

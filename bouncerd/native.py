@@ -3,10 +3,10 @@
 Theory of operation
 -------------------
 The scanner modules (`SCANNER`: decoders, fold, shapes, numeric_tokens, tokens, uts46, url, urlquirks,
-linkkeys, said, textrecords, taint* of bouncerd/core) can be compiled with mypyc from the very same source:
-`scripts/native_build.py` builds them in place for a development tree (`scripts/setup`) and into the
-wheel for `pip install .` (hatch_build.py); either way it writes a stamp (`STAMP_NAME`, beside the
-modules) with the SHA-256 of each source file it compiled and the interpreter's cache tag. Indexing
+linkkeys, typed, said, orders, textrecords, taint* of bouncerd/core) can be compiled with mypyc from the very
+same source: `scripts/native_build.py` builds them in place for a development tree (`scripts/setup`)
+and into the wheel for `pip install .` (hatch_build.py); either way it writes a stamp (`STAMP_NAME`,
+beside the modules) with the SHA-256 of each source file it compiled and the interpreter's cache tag. Indexing
 output for taint then runs ~1.6x as fast (bench/taint.py).
 
 Beside them, `ACCELERATORS` are small hand-written C extensions (bouncerd/core/NAME.c) for the
@@ -56,7 +56,9 @@ SCANNER: Final = (
     "url",
     "urlquirks",
     "linkkeys",
+    "typed",
     "said",
+    "orders",
     "textrecords",
     "taint_index",
     "taint",

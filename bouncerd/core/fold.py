@@ -266,9 +266,31 @@ _COMMENT_BEFORE_AT = re.compile(r"\([^()]{0,64}\)\s*(?=@)")
 _COMMENT_AFTER_AT = re.compile(r"(?<=@)\s*\([^()]{0,64}\)")
 
 
+def _may_have_address_syntax(folded: str) -> bool:
+    """Whether an `@` of `folded` has a `"` or `)` before it or a `(` after it, across whitespace (`\\s`
+    of a str pattern is `str.isspace`): each of the three patterns of `address_syntax` needs one, so
+    without one none of them matches. A text quoted in JSON has many quotes and few addresses: one
+    look at each `@` spares the three scans."""
+    n = len(folded)
+    i = folded.find("@")
+    while i >= 0:
+        j = i - 1
+        while j >= 0 and folded[j].isspace():
+            j -= 1
+        if j >= 0 and folded[j] in '")':
+            return True
+        j = i + 1
+        while j < n and folded[j].isspace():
+            j += 1
+        if j < n and folded[j] == "(":
+            return True
+        i = folded.find("@", i + 1)
+    return False
+
+
 def address_syntax(folded: str) -> str | None:
     """`folded` with quoted local parts unquoted and comments beside an `@` removed, if it has any."""
-    if "@" not in folded or not ('"' in folded or "(" in folded):
+    if "@" not in folded or not ('"' in folded or "(" in folded) or not _may_have_address_syntax(folded):
         return None
     out = _COMMENT_AFTER_AT.sub("", _COMMENT_BEFORE_AT.sub("", _QUOTED_LOCAL.sub(r"\1@", folded)))
     return out if out != folded else None

@@ -111,6 +111,7 @@ MAX_BLOB_CHARS = 4 * 1024 * 1024  # resource blobs larger than this are not deco
 MIN_ORDERS_TEXT_CHARS = 40
 
 _YAML_LOADER: Any = textrecords.UniqueKeyLoader  # a repeated key would hide a value: not read as YAML
+_UNIQUE_KEYS_JSON = json.JSONDecoder(object_pairs_hook=textrecords.unique_pairs)  # nor as JSON (built once)
 
 # Field-name parts that mark a field as naming a party (a person, account, channel) rather than
 # carrying prose. A field is classified by its last classified part: `sender_email` is identity,
@@ -319,7 +320,7 @@ def parse_structured(text: str) -> Any | None:
     value: Any = None
     if s[0] in "{[":
         try:
-            value = json.loads(s, object_pairs_hook=textrecords.unique_pairs)
+            value = _UNIQUE_KEYS_JSON.decode(s)
         except (ValueError, RecursionError):
             value = None
     elif len(s) <= MAX_YAML_CHARS and _YAML_START.match(s) and not _NOT_YAML_LINE.search(s):
@@ -364,13 +365,8 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
                 cls = field_is_identity(name)
                 if cls is None and identity:
                     cls = _inherits_identity(v)
-                children.append(
-                    (
-                        v,
-                        path if deep else f"{path}.{name}" if path else name,
-                        identity if cls is None else cls,
-                    )
-                )
+                child = path if deep else f"{path}.{name}" if path else name
+                children.append((v, child, identity if cls is None else cls))
             children.reverse()
             stack += children
         elif isinstance(node, list):

@@ -409,3 +409,39 @@ def test_the_pure_said_scan_finds_what_its_old_searches_found(text: str) -> None
     """Id words found from their first two letters, capitals searched from the class, and code-like
     words read only from the chunks holding a digit or `_`: the same candidates, in the same order."""
     assert said.candidates(text) == _old_candidates(text)
+
+
+# ---- fold.address_syntax: the three rewrites tried only beside an `@` that one of them needs ----------
+
+
+def _old_address_syntax(folded: str) -> str | None:
+    if "@" not in folded or not ('"' in folded or "(" in folded):
+        return None
+    out = fold._COMMENT_AFTER_AT.sub(
+        "", fold._COMMENT_BEFORE_AT.sub("", fold._QUOTED_LOCAL.sub(r"\1@", folded))
+    )
+    return out if out != folded else None
+
+
+# Quoted local parts and comments beside an `@`, across ASCII and Unicode whitespace, next to JSON text.
+ADDRESS_SYNTAX_PIECES = [
+    '"', "(", ")", "@", " ", "\t", "\n", "\u00a0", "\u2003", "\x1c", "\x85", "eve", "evil.example", '"eve"',
+    "(comment)", '{"from": "', '", ', "x.y", "é", "字", '"a b"', "@@", "()",
+]  # fmt: skip
+ADDRESS_SYNTAX_TEXT = st.one_of(
+    st.lists(st.sampled_from(ADDRESS_SYNTAX_PIECES), max_size=30).map("".join),
+    st.text(alphabet=st.sampled_from('"()@ \t\n\u00a0abc.'), max_size=40),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(ADDRESS_SYNTAX_TEXT)
+def test_address_syntax_reads_every_text_as_its_three_unconditional_rewrites_did(text: str) -> None:
+    assert fold.address_syntax(text) == _old_address_syntax(text)
+
+
+def test_address_syntax_still_unquotes_and_strips_comments_beside_an_at() -> None:
+    assert fold.address_syntax('"eve" @evil.example') == "eve@evil.example"
+    assert fold.address_syntax("eve(x)@evil.example") == "eve@evil.example"
+    assert fold.address_syntax("eve@\u00a0(x)evil.example") == "eve@evil.example"
+    assert fold.address_syntax('{"from": "eve@evil.example", "to": "ann@x.example"}') is None
