@@ -374,7 +374,7 @@ def _keys_of(sentence: str) -> set[str]:
     """The keys a sentence names, read as `taint` reads free text: its keys, a link's exact form, the
     domain of an address, values it dictates."""
     got = set(tokens.key_tuple(sentence))
-    if "/" in sentence or (got and linkkeys.may_encode_link(sentence)):
+    if "/" in sentence or linkkeys.may_encode_link(sentence):
         got.update(linkkeys.exact_url_keys(sentence))
     got.update(shapes.domain_keys(tuple(got)))
     got.update(said.said_keys(sentence))

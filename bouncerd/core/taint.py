@@ -213,7 +213,7 @@ class _Collector:
             both = found.get(text)
             if both is None:
                 got = key_tuple(text)
-                if "/" in text or (got and linkkeys.may_encode_link(text)):  # a link, maybe encoded
+                if "/" in text or linkkeys.may_encode_link(text):  # a link, maybe encoded, maybe alone
                     got = (*got, *linkkeys.exact_url_keys(text))
                 both = found[text] = (got, domain_keys(got) if got else ())
             got = both[0]

@@ -452,6 +452,7 @@ SHORT_TEXT_CHARS = 256
 # bytes, so the cache stays under ~6 MB (~2 MB for typical 30-character values).
 SHORT_CACHE_ENTRIES = 8192
 _TRIGGER_CHARS = re.compile(r"[%&\\=\[({<]")
+_QUOTE_BEFORE_AT = re.compile(r'"\s*@')  # as fold's quoted local part is read: any run of spaces between
 _TOKEN_CHARS = re.compile(r"[@.#/0-9]")
 # Without an anchor character or a "/", only digit runs can be keys (phones, IBANs, platform ids), and
 # the shortest of those has this many characters: a shorter string ("m1234-0", an id) has none.
@@ -469,7 +470,7 @@ def _has_reading_trigger(low: str) -> bool:
         or ("-" in low and "xn--" in low)
         or (" " in low and (" dot " in low or " @ " in low))
         or ("x" in low and "hxxp" in low)
-        or ('"' in low and ('"@' in low or '" @' in low))  # a quoted local part: "eve"@evil.example
+        or ('"' in low and _QUOTE_BEFORE_AT.search(low) is not None)  # quoted local part: "eve" @evil.ex
         or ("*" in low and "h**p" in low)
         or (len(low) >= decoders.MIN_BASE64_RUN and decoders.has_base64_run(low))
     )

@@ -139,7 +139,6 @@ def save(environ: Mapping[str, str], record: Record) -> None:
         raise InitError(f"{where}: cannot write init's undo record: {exc}") from None
 
 
-
 def remembered(environ: Mapping[str, str]) -> list[Path]:
     """The files init changed when named with --config, that still have something to undo.
 

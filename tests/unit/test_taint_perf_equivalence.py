@@ -342,7 +342,7 @@ def ref_keys_in(text: str, out: set[str]) -> None:
 
 def ref_text_keys(text: str) -> set[str]:
     out: set[str] = set()
-    quoted_local = '"@' in text or '" @' in text
+    quoted_local = re.search(r'"\s*@', text) is not None  # as fold reads a quoted local part
     short = len(text) <= tokens.SHORT_TEXT_CHARS and text.isascii()
     if short and not quoted_local and not _READING_TRIGGERS.search(text):
         if not tokens._TOKEN_CHARS.search(text):
@@ -633,3 +633,45 @@ def test_identity_value_whose_punycode_hides_a_space_is_collapsed_like_any_other
 
 def test_short_string_cache_is_bounded() -> None:
     assert tokens._short_keys.cache_info().maxsize == tokens.SHORT_CACHE_ENTRIES
+
+
+# ---- two shortcuts that once skipped a reading --------------------------------------------------------
+# A link percent-encoded whole, with no key in its plain reading ("hxxp%3A%2F%2Fevil%5B.%5Dcom@"), and a
+# quoted local part with more than one space before its "@" ('"eve"  @evil.example') were both read by
+# the straightforward walk and skipped by a shortcut: a planted destination that went unrecorded.
+
+_SPACES = st.text(alphabet=" \t", max_size=4)
+
+
+@SETTINGS
+@given(before=_SPACES, local=st.sampled_from(["eve", "mallory", "ops-team"]), short=st.booleans())
+def test_a_quoted_local_part_is_read_across_any_run_of_spaces(before: str, local: str, short: bool) -> None:
+    text = f'"{local}"{before}@evil.example'
+    if not short:
+        text = "Reply to " + text + " today. " + "Nothing else is asked of you here. " * 4
+    tokens._short_keys.cache_clear()
+    assert tokens.text_keys(text) == ref_text_keys(text)
+    assert f"{local}@evil.example" in tokens.text_keys(text)  # the attack: the address is keyed
+    benign = text.replace("@", " at the desk of ")  # its twin: no address, none keyed
+    assert not any("@" in key for key in tokens.text_keys(benign))
+
+
+@SETTINGS
+@given(
+    url=st.sampled_from(["hxxp://evil[.]com@", "https://evil.example/x?to=", "http://evil.example@"]),
+    where=st.sampled_from(["key", "value", "text"]),
+)
+def test_a_link_encoded_whole_is_keyed_even_when_its_plain_reading_has_no_key(url: str, where: str) -> None:
+    encoded = quote(url, safe="")
+    payload: Any
+    if where == "key":
+        payload = {"result": {"structuredContent": {encoded: None}}}
+    elif where == "value":
+        payload = {"result": {"structuredContent": {"note": encoded}}}
+    else:
+        payload = {"result": {"content": [{"type": "text", "text": encoded}]}}
+    records = dict(taint.extract(payload, SRC))
+    assert records == ref_extract(payload)
+    assert linkkeys.exact_url_keys(encoded)[0] in records  # the attack: the hidden link is keyed
+    plain = {"result": {"structuredContent": {"note": "100%25 of the plan"}}}  # its twin: nothing there
+    assert not any("evil" in key for key in dict(taint.extract(plain, SRC)))
