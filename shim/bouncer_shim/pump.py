@@ -165,6 +165,8 @@ class Pump:
             signal.set_wakeup_fd(old_wakeup)
             for sig, handler in old_handlers.items():
                 signal.signal(sig, handler)
+            with contextlib.suppress(Exception):  # a record still held (link.LAZY_FRAME_SECONDS) goes
+                self.link.flush(self.clock())
             self.link.close()
             self.sel.close()
             os.close(self._wake_r)
