@@ -17,7 +17,8 @@ a new grant. The relay drops the set itself (`drop`) whenever the server's tools
 (a tools/list result, ``notifications/tools/list_changed``) and while the link is not up
 (`link_lost`), and asks again only when every tools list it reported has been answered: a grant is
 then computed from a state that has seen the list. Replies to requests other than the latest are
-ignored. Past MAX_UNACKED_RECORDS records not yet answered, calls take the round trip again.
+ignored. While bouncerd is behind (BEHIND_SECONDS without an answer, or MAX_UNACKED_RECORDS records
+unanswered), calls take the round trip again.
 """
 
 from __future__ import annotations
@@ -28,13 +29,16 @@ from typing import Any, Final
 from bouncer_shim.jsonrpc import id_json, wire_id
 from bouncer_shim.sync import LinkState, LinkSync
 
-# Records sent and not yet answered. bouncerd answers each within milliseconds, so an agent's calls
-# one after another never come near this; a backlog this long means bouncerd is behind (a burst of
-# calls, many shims on a busy machine), and calls take the round trip again, which waits behind the
-# backlog on this connection: the shim cannot run ahead of bouncerd without bound. Without that, a
-# hundred shims forwarding reads on a loaded machine left bouncerd so far behind that acknowledgements
-# took over DAEMON_ACK_TIMEOUT_SECONDS (pump.py), and the shims reconnected and replayed, adding work.
-MAX_UNACKED_RECORDS: Final = 8
+# Calls stop taking the fast path while bouncerd is behind: it has answered nothing for
+# BEHIND_SECONDS while records or outputs wait (the pump tells, `FastSet.behind`), or this many
+# records wait unanswered. An agent's calls, even a burst of them, never come near either: bouncerd
+# answers within milliseconds. A call that takes the round trip then waits behind the backlog on its
+# connection, so no shim runs ahead of a busy bouncerd. Without this, a hundred shims forwarding reads
+# on a loaded machine left bouncerd so far behind that its answers took over
+# DAEMON_ACK_TIMEOUT_SECONDS (pump.py): the shims reconnected and replayed, adding work, and calls
+# were refused as unreachable (bench/scale.py).
+BEHIND_SECONDS: Final = 0.5
+MAX_UNACKED_RECORDS: Final = 64
 
 
 class Record:
@@ -56,7 +60,17 @@ class Ask:
 
 
 class FastSet:
-    __slots__ = ("_asking", "_epoch", "_listed", "_next_seq", "_sync", "_tools", "_unacked", "supported")
+    __slots__ = (
+        "_asking",
+        "_epoch",
+        "_listed",
+        "_next_seq",
+        "_sync",
+        "_tools",
+        "_unacked",
+        "behind",
+        "supported",
+    )
 
     def __init__(self, sync: LinkSync) -> None:
         self._sync = sync
@@ -67,6 +81,7 @@ class FastSet:
         self._asking: Ask | None = None
         self._next_seq = 0
         self._unacked: dict[int, Record] = {}
+        self.behind = False  # bouncerd has answered nothing for BEHIND_SECONDS (set by the pump)
 
     @property
     def held(self) -> bool:
@@ -82,8 +97,8 @@ class FastSet:
         sync = self._sync
         if tools is None or sync.state is not LinkState.UP or sync.tools_sent != self._listed:
             return False  # no set, or the server's tools were reported since it was granted
-        if len(self._unacked) >= MAX_UNACKED_RECORDS:
-            return False
+        if self.behind or len(self._unacked) >= MAX_UNACKED_RECORDS:
+            return False  # bouncerd is behind: the round trip waits for it
         names = tools.get(tool)
         return names is not None and all(name in names for name in arguments)
 

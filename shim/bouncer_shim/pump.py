@@ -45,6 +45,7 @@ from typing import Final
 
 from bouncer_shim import jsonrpc
 from bouncer_shim.actions import Diagnose, SendClient, SendDaemon, SendUpstream, Stop
+from bouncer_shim.fastset import BEHIND_SECONDS
 from bouncer_shim.fdio import PeerGoneError, Reader, Writer, make_nonblocking, watchable
 from bouncer_shim.lines import LineSplitter, OversizedLine
 from bouncer_shim.link import Connected, DaemonLink, LinkEvent, Lost
@@ -133,6 +134,7 @@ class Pump:
         self.upstream_eof = False
         self.stop_status: int | None = None
         self._acks_since: float | None = None  # when the daemon last made progress on our acks
+        self._behind = False  # told to the relay: no progress for fastset.BEHIND_SECONDS
         self._refusal = jsonrpc.UNREACHABLE_REASON  # why calls waiting on a lost link are refused
         self._drain_until: float | None = None
         self._flush_until: float | None = None
@@ -402,7 +404,11 @@ class Pump:
             self._acks_since = None
         elif self._acks_since is None:
             self._acks_since = now
-        elif now - self._acks_since >= DAEMON_ACK_TIMEOUT_SECONDS:
+        behind = self._acks_since is not None and now - self._acks_since >= BEHIND_SECONDS
+        if behind != self._behind:
+            self._behind = behind
+            self.relay.daemon_behind(behind)
+        if self._acks_since is not None and now - self._acks_since >= DAEMON_ACK_TIMEOUT_SECONDS:
             self._acks_since = None
             reason = f"bouncerd left requests unanswered for {DAEMON_ACK_TIMEOUT_SECONDS:.0f} s; reconnecting"
             self._give_up_on_daemon(reason, now)

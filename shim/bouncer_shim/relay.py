@@ -228,6 +228,11 @@ class Relay(ServerSide):
         for held in (*self._held.take_waiting(), *self._held.take_unlisted()):
             self._refuse_held(held, refusal)
 
+    def daemon_behind(self, behind: bool) -> None:
+        """The pump's word that bouncerd has answered nothing for `fastset.BEHIND_SECONDS` while
+        requests wait: calls take the round trip until it answers again."""
+        self._fast.behind = behind
+
     def verdicts_overdue(self, now: float) -> bool:
         """Whether a verdict has waited past its bound (`sync.VERDICT_WAIT_SECONDS`)."""
         return self._sync.verdicts_overdue(now)

@@ -15,6 +15,7 @@ from collections import deque
 from typing import Any
 
 import pytest
+from bouncer_shim import fastset
 from bouncer_shim.actions import SendDaemon
 from bouncer_shim.fastset import Ask, FastSet, Record
 from bouncer_shim.sync import LinkState, LinkSync
@@ -388,6 +389,25 @@ def test_the_model_does_use_the_fast_path() -> None:
     assert model.forwarded == 3
     model.drain()
     assert model.recorded == 3
+
+
+def test_a_shim_does_not_run_ahead_of_a_daemon_that_is_behind() -> None:
+    """Reads forwarded while bouncerd answers nothing pile up unjudged and unindexed; a send on
+    another shim then waits behind them all (its verdict must see every output). Calls take the
+    round trip once bouncerd is behind, by silence (the pump's word) or by count, and the fast path
+    again once it has answered."""
+    model = _Model()
+    model.drain()
+    model.fast.behind = True
+    model.call("read_inbox")
+    assert model.forwarded == 0
+    model.fast.behind = False
+    for _ in range(fastset.MAX_UNACKED_RECORDS + 5):  # nothing reaches the daemon meanwhile
+        model.call("read_inbox")
+    assert model.forwarded == fastset.MAX_UNACKED_RECORDS
+    model.drain()  # the daemon answers them all
+    model.call("read_inbox")
+    assert model.forwarded == fastset.MAX_UNACKED_RECORDS + 1
 
 
 def test_grants_withdraw_a_set_before_a_change_and_wait_for_the_acknowledgement() -> None:
