@@ -229,8 +229,7 @@ class Relay(ServerSide):
             self._refuse_held(held, refusal)
 
     def daemon_behind(self, behind: bool) -> None:
-        """The pump's word that bouncerd has answered nothing for `fastset.BEHIND_SECONDS` while
-        requests wait: calls take the round trip until it answers again."""
+        """Whether bouncerd is behind (the pump's word, fastset.BEHIND_SECONDS): no fast path then."""
         self._fast.behind = behind
 
     def verdicts_overdue(self, now: float) -> bool:
