@@ -51,7 +51,14 @@ import yaml
 from bouncerd.core import fold, linkkeys, orders, said, textrecords, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.shapes import DOMAIN_PREFIX, MIN_LISTED_NAME_CHARS, domain_keys, listed_name
-from bouncerd.core.taint_edges import SEAM_CHARS, CutReadings, cut_records, output_edges, text_items
+from bouncerd.core.taint_edges import (
+    SEAM_CHARS,
+    CutReadings,
+    cut_records,
+    output_edges,
+    provenance,
+    text_items,
+)
 from bouncerd.core.taint_index import (
     EVICT_BATCH_DIVISOR,
     EVICTED_FILTER_BITS,
@@ -205,7 +212,8 @@ class _Collector:
                 if short is not None and short not in keys:
                     src = self.source
                     keys[short] = provs.get((field, True)) or provs.setdefault(
-                        (field, True), Provenance(src.server, src.tool, src.request_id, src.ts, field, True)
+                        (field, True),
+                        provenance(src.server, src.tool, src.request_id, src.ts, field, True, None),
                     )
             if len(text) < MIN_DESTINATION_CHARS:
                 continue
@@ -236,8 +244,8 @@ class _Collector:
             prov = provs.get((field, identity))
             if prov is None:
                 s = self.source
-                prov = provs[(field, identity)] = Provenance(
-                    s.server, s.tool, s.request_id, s.ts, field, identity
+                prov = provs[(field, identity)] = provenance(
+                    s.server, s.tool, s.request_id, s.ts, field, identity, None
                 )
             own = parties.get(_object_of(field)) if parties and not identity else None
             ordered = None
@@ -252,15 +260,13 @@ class _Collector:
                     marker = ordered[key]
                     chosen = provs.get((field, marker)) or provs.setdefault(
                         (field, marker),
-                        Provenance(
-                            prov.server, prov.tool, prov.request_id, prov.ts, field, False, None, marker
-                        ),
+                        provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, False, marker),
                     )
                 elif own is not None and key in own:
                     # the same message's own sender, repeated in its body (a signature): still a sender
                     chosen = provs.get((field, True)) or provs.setdefault(
                         (field, True),
-                        Provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, True),
+                        provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, True, None),
                     )
                 old = get(key)
                 if (

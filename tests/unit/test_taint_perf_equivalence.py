@@ -25,6 +25,7 @@ from bouncerd.core import (
     fold,
     linkkeys,
     numeric_tokens,
+    orders,
     said,
     shapes,
     taint,
@@ -655,6 +656,32 @@ def test_a_kept_cut_gives_the_records_of_the_cut_read_afresh(
         raw = json.dumps({"jsonrpc": "2.0", "id": n, "result": {"content": [{"type": "text", "text": text}]}})
         src = taint.Source("srv", "tool", n, float(n))
         assert kept.records(("s", "srv"), raw.encode(), src) == fresh.records(("s", "srv"), raw.encode(), src)
+
+
+@SETTINGS
+@given(
+    server=st.text(max_size=5),
+    tool=st.none() | st.text(max_size=5),
+    request_id=st.none() | st.integers() | st.text(max_size=5),
+    ts=st.floats(allow_nan=False),
+    field=st.none() | st.text(max_size=8),
+    identity=st.booleans(),
+    marker=st.none() | st.sampled_from([m.label for m in orders.MARKERS]),
+)
+def test_a_provenance_built_fast_is_the_one_its_constructor_gives(
+    server: str,
+    tool: str | None,
+    request_id: Any,
+    ts: float,
+    field: str | None,
+    identity: bool,
+    marker: str | None,
+) -> None:
+    made = taint_edges.provenance(server, tool, request_id, ts, field, identity, marker)
+    plain = Provenance(server, tool, request_id, ts, field, identity, None, marker)
+    assert type(made) is Provenance
+    assert made == plain and hash(made) == hash(plain) and repr(made) == repr(plain)
+    assert list(vars(made).items()) == list(vars(plain).items())
 
 
 def test_crafted_iban_lookalike_cannot_hang_the_tokenizer() -> None:
