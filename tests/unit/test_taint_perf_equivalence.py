@@ -684,6 +684,21 @@ def test_a_provenance_built_fast_is_the_one_its_constructor_gives(
     assert list(vars(made).items()) == list(vars(plain).items())
 
 
+_FRAMES = ["<important>", "< system >", "[system]", "[ inst ]", "<!-- ", "<admin>", "[assistant]", "<", "["]
+
+
+@SETTINGS
+@given(text=st.lists(st.one_of(pieces, st.sampled_from(_FRAMES)), max_size=16).map("".join))
+def test_a_searched_marker_matches_only_where_its_opening_character_is(text: str) -> None:
+    """`orders.markers_in` skips a searched frame in a text without its `opens` character: every match
+    of it begins with that character, so the skip loses none."""
+    low = orders._lower(text)
+    searched = [m for m in orders.MARKERS if not m.anchors]
+    assert searched and all(m.opens for m in searched)
+    for marker in searched:
+        assert all(low[m.start()] == marker.opens for m in marker.pattern.finditer(low))
+
+
 def test_crafted_iban_lookalike_cannot_hang_the_tokenizer() -> None:
     # The IBAN-shaped match before the digit run ends before it: the scan used to find the same run
     # again forever (a server could stall the daemon with one line).
