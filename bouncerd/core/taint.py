@@ -490,7 +490,8 @@ class Seams:
     """The tail of the last output of each scope (a session and server), so an address cut between two
     consecutive outputs of one server is still read (`records`). Pure: the daemon keeps one and calls
     `records` for each output in indexing order. Bound: `SEAM_CHARS` on each side of each cut, the
-    tails of `MAX_SEAM_SCOPES` scopes."""
+    tails of `MAX_SEAM_SCOPES` scopes, and what the last `taint_edges.MAX_CUT_READINGS` distinct cuts
+    read (`CutReadings`: a repeated output's cut is read once)."""
 
     def __init__(self, max_scopes: int = MAX_SEAM_SCOPES, cuts: CutReadings | None = None) -> None:
         self.max_scopes = max_scopes
