@@ -61,6 +61,7 @@ SCANNER: Final = (
     "orders",
     "textrecords",
     "taint_index",
+    "taint_edges",
     "taint",
 )
 # Hand-written C extensions built beside them (bouncerd/core/NAME.c), each the pure scanner's own

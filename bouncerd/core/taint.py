@@ -51,6 +51,14 @@ import yaml
 from bouncerd.core import fold, linkkeys, orders, said, textrecords, tokens
 from bouncerd.core.model import JsonRpcId, Provenance
 from bouncerd.core.shapes import DOMAIN_PREFIX, MIN_LISTED_NAME_CHARS, domain_keys, listed_name
+from bouncerd.core.taint_edges import (
+    SEAM_CHARS,
+    CutReadings,
+    cut_records,
+    output_edges,
+    provenance,
+    text_items,
+)
 from bouncerd.core.taint_index import (
     EVICT_BATCH_DIVISOR,
     EVICTED_FILTER_BITS,
@@ -81,6 +89,7 @@ __all__ = [
     "MAX_KEYS",
     "MAX_PARENT_LABELS",
     "MIN_DESTINATION_CHARS",
+    "SEAM_CHARS",
     "EvictedFilter",
     "Hit",
     "Seams",
@@ -98,9 +107,6 @@ __all__ = [
     "parse_structured",
 ]
 
-# An address cut between two text blocks, or between two consecutive outputs of one server, is read
-# from this many characters on each side of the cut (an e-mail address has at most 254).
-SEAM_CHARS = 256
 MAX_SEAM_SCOPES = 4096  # scopes whose last tail is kept (least recently used out): about 2 MB
 MAX_IDENTITY_VALUE_CHARS = 320  # a longer value in an identity field is prose, treated as free text
 MAX_YAML_CHARS = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
@@ -206,7 +212,8 @@ class _Collector:
                 if short is not None and short not in keys:
                     src = self.source
                     keys[short] = provs.get((field, True)) or provs.setdefault(
-                        (field, True), Provenance(src.server, src.tool, src.request_id, src.ts, field, True)
+                        (field, True),
+                        provenance(src.server, src.tool, src.request_id, src.ts, field, True, None),
                     )
             if len(text) < MIN_DESTINATION_CHARS:
                 continue
@@ -237,8 +244,8 @@ class _Collector:
             prov = provs.get((field, identity))
             if prov is None:
                 s = self.source
-                prov = provs[(field, identity)] = Provenance(
-                    s.server, s.tool, s.request_id, s.ts, field, identity
+                prov = provs[(field, identity)] = provenance(
+                    s.server, s.tool, s.request_id, s.ts, field, identity, None
                 )
             own = parties.get(_object_of(field)) if parties and not identity else None
             ordered = None
@@ -253,15 +260,13 @@ class _Collector:
                     marker = ordered[key]
                     chosen = provs.get((field, marker)) or provs.setdefault(
                         (field, marker),
-                        Provenance(
-                            prov.server, prov.tool, prov.request_id, prov.ts, field, False, None, marker
-                        ),
+                        provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, False, marker),
                     )
                 elif own is not None and key in own:
                     # the same message's own sender, repeated in its body (a signature): still a sender
                     chosen = provs.get((field, True)) or provs.setdefault(
                         (field, True),
-                        Provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, True),
+                        provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, True, None),
                     )
                 old = get(key)
                 if (
@@ -431,19 +436,11 @@ def _blob_text(blob: Any) -> str | None:
     return fold.decode_base64_text(blob)
 
 
-def _text_items(content: list[Any]) -> list[str]:
-    return [
-        item["text"]
-        for item in content
-        if type(item) is dict and item.get("type") == "text" and type(item.get("text")) is str
-    ]
-
-
 def _block_seams(content: list[Any], collector: _Collector) -> None:
     """The seam between each two consecutive text blocks of one output, joined as a client shows them:
     an address cut at the boundary (`eve@evil.exa` | `mple`) is read whole. Each seam is at most
     `SEAM_CHARS` on either side and at most the two blocks, so seams add at most twice the text."""
-    texts = _text_items(content)
+    texts = text_items(content)
     for left, right in pairwise(texts):
         collector.sight((left[-SEAM_CHARS:] + right[:SEAM_CHARS], None, False))
 
@@ -489,84 +486,17 @@ def extract(payload: Any, source: Source) -> list[TokenRecord]:
     return collector.records()
 
 
-def output_edges(payload: Any) -> tuple[str, str]:
-    """The first and last `SEAM_CHARS` characters of the text an output shows (its text blocks joined),
-    from a parsed message or its raw line. A raw line is not parsed: the first text string is read from
-    a window of `SEAM_WINDOW_BYTES` at its start, and the last one from the last such window of the line
-    (decoded whole only when it began before that window: C speed, about 2 ms a MB)."""
-    if isinstance(payload, bytes | str):
-        raw = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
-        m = _RAW_TEXT_VALUE.search(raw)
-        if m is None:
-            return "", ""
-        head = _string_head(raw, m.end())
-        start = max(m.start(), len(raw) - SEAM_WINDOW_BYTES)
-        tail = _last_text(raw[start:].decode("utf-8", "replace"))
-        if not tail and start > m.start():  # the last text string began before the window
-            tail = _last_text(raw[m.start() :].decode("utf-8", "replace"))
-        return head[:SEAM_CHARS], tail[-SEAM_CHARS:]
-    result = payload.get("result", payload) if isinstance(payload, dict) else None
-    content = result.get("content") if isinstance(result, dict) else None
-    texts = _text_items(content) if type(content) is list else []
-    if not texts:
-        return "", ""
-    return texts[0][:SEAM_CHARS], texts[-1][-SEAM_CHARS:]
-
-
-_TEXT_VALUE = re.compile(r'"text"\s*:\s*(?=")')
-_RAW_TEXT_VALUE = re.compile(rb'"text"\s*:\s*(?=")')
-_DECODER = json.JSONDecoder()
-SEAM_WINDOW_BYTES = 64 * 1024  # a text string's first 256 characters take at most 256 x 12 bytes
-MAX_RAW_TEXT_PROBES = 8
-MAX_ESCAPE_CHARS = 12  # the longest JSON escape a window can cut: a surrogate pair, \ud83d\ude00
-
-
-def _last_text(text: str) -> str:
-    """The value of the last `"text"` member that starts in `text`, or ""."""
-    i = len(text)
-    for _ in range(MAX_RAW_TEXT_PROBES):  # `"type": "text"` names the kind, not the text
-        i = text.rfind('"text"', 0, i)
-        if i < 0:
-            return ""
-        m = _TEXT_VALUE.match(text, i)
-        if m is not None:
-            return _raw_text_at(text, m.end())
-    return ""
-
-
-def _string_head(raw: bytes, i: int) -> str:
-    """The JSON string that starts at `raw[i]`, or its beginning if it is longer than the window."""
-    text = raw[i : i + SEAM_WINDOW_BYTES].decode("utf-8", "replace")
-    value = _raw_text_at(text, 0)
-    if value or text[:2] == '""':
-        return value
-    for cut in range(MAX_ESCAPE_CHARS + 1):  # a window cut inside an escape: close the string earlier
-        try:
-            got = json.loads(text[: len(text) - cut] + '"')
-        except ValueError:
-            continue
-        return got if isinstance(got, str) else ""
-    return ""
-
-
-def _raw_text_at(raw: str, i: int) -> str:
-    """The JSON string that starts at `i` of a raw line, or "" if there is none."""
-    try:
-        value, _ = _DECODER.raw_decode(raw, i)
-    except ValueError:
-        return ""
-    return value if isinstance(value, str) else ""
-
-
 class Seams:
     """The tail of the last output of each scope (a session and server), so an address cut between two
     consecutive outputs of one server is still read (`records`). Pure: the daemon keeps one and calls
     `records` for each output in indexing order. Bound: `SEAM_CHARS` on each side of each cut, the
-    tails of `MAX_SEAM_SCOPES` scopes."""
+    tails of `MAX_SEAM_SCOPES` scopes, and what the last `taint_edges.MAX_CUT_READINGS` distinct cuts
+    read (`CutReadings`: a repeated output's cut is read once)."""
 
-    def __init__(self, max_scopes: int = MAX_SEAM_SCOPES) -> None:
+    def __init__(self, max_scopes: int = MAX_SEAM_SCOPES, cuts: CutReadings | None = None) -> None:
         self.max_scopes = max_scopes
         self._tails: dict[tuple[str, str], str] = {}
+        self._cuts = CutReadings() if cuts is None else cuts  # a repeated output's cut, read once
 
     def records(self, scope: tuple[str, str], payload: Any, source: Source) -> list[TokenRecord]:
         """The keys read across the cut between the scope's previous output and this one (free text,
@@ -581,6 +511,15 @@ class Seams:
             self._tails[scope] = previous  # an output without text does not cut anything
         if not previous or not head:
             return []
+        kept = self._cuts.get(previous, head)
+        if kept is not None:
+            return cut_records(kept, source.server, source.tool, source.request_id, source.ts)
+        found = self._read_cut(previous, head, source)
+        self._cuts.put(previous, head, found)
+        return found
+
+    @staticmethod
+    def _read_cut(previous: str, head: str, source: Source) -> list[TokenRecord]:
         collector = _Collector(source)
         collector.sight((previous + head, None, False))
         found = collector.records()
