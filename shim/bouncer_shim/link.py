@@ -62,6 +62,10 @@ SOCKET_SEND_BYTES: Final = 4 * 1024 * 1024
 # along at once.
 LAZY_FRAME_SECONDS: Final = 0.05
 
+# Reads of the daemon's socket a wake-up makes at most (each up to SOCKET_READ_BYTES): enough for any
+# burst of replies, and then the hang-up behind them.
+MAX_READS_A_WAKE: Final = 64
+
 
 class Connected:
     __slots__ = ()
@@ -259,7 +263,9 @@ class DaemonLink:
         reading on to the end could hide a dead daemon behind them until the next wake-up, and a
         call handled meanwhile would be forwarded on a set nobody holds."""
         events: list[LinkEvent] = []
-        while (sock := self.sock) is not None:
+        for _ in range(MAX_READS_A_WAKE):  # bounded: a daemon that never stops talking cannot starve the rest
+            if (sock := self.sock) is None:
+                break
             try:
                 got = sock.recv_into(self._buf)
             except (BlockingIOError, InterruptedError):
