@@ -80,6 +80,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 
@@ -151,11 +152,24 @@ MAX_REF_HOPS = 8
 
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
+# Names up to this long have their split remembered (4,096 of them): tool and parameter names. A longer
+# one (an argument key the agent made up) is split each time, so the memo stays small.
+MAX_REMEMBERED_NAME_CHARS = 128
 
 
 def words(name: str) -> list[str]:
-    """Name parts, lowercased: `sendSMS_to-user` -> send, sms, to, user."""
-    return [w.lower() for part in _SPLIT.split(name) for w in _CAMEL.findall(part)]
+    """Name parts, lowercased: `sendSMS_to-user` -> send, sms, to, user. A verdict reads the same few
+    tool and parameter names many times over, so the split is remembered (`_split_words`)."""
+    return list(_split_words(name) if len(name) <= MAX_REMEMBERED_NAME_CHARS else _split(name))
+
+
+@lru_cache(maxsize=4096)
+def _split_words(name: str) -> tuple[str, ...]:
+    return _split(name)
+
+
+def _split(name: str) -> tuple[str, ...]:
+    return tuple(w.lower() for part in _SPLIT.split(name) for w in _CAMEL.findall(part))
 
 
 @dataclass(frozen=True)
@@ -185,7 +199,16 @@ class Param:
 
 def looks_like_destination(name: str) -> bool:
     """Whether a parameter name alone looks like it carries a destination (for undeclared parameters
-    next to declared sinks: `recipients` beside a declared `to`)."""
+    next to declared sinks: `recipients` beside a declared `to`). Remembered as `words` is."""
+    return _named_destination(name) if len(name) <= MAX_REMEMBERED_NAME_CHARS else _names_destination(name)
+
+
+@lru_cache(maxsize=4096)
+def _named_destination(name: str) -> bool:
+    return _names_destination(name)
+
+
+def _names_destination(name: str) -> bool:
     hint = name_hint(words(name), mail_context=False)
     return hint is not None and not hint.context_only
 

@@ -6,7 +6,10 @@ from typing import Any
 
 import pytest
 from fallback_helpers import fallback_rule
+from hypothesis import given
+from hypothesis import strategies as st
 
+from bouncerd.core import fallback
 from bouncerd.core.fallback import classify, destination_params, looks_like_destination, words
 from bouncerd.core.rules import ToolRule
 
@@ -22,6 +25,18 @@ def test_words_split_snake_kebab_and_camel_case() -> None:
     assert words("sendSMS_to-userID") == ["send", "sms", "to", "user", "id"]
     assert words("get-webpage") == ["get", "webpage"]
     assert words("emailAddress") == ["email", "address"]
+
+
+@given(st.text(alphabet=st.sampled_from("aZ_-9 .Ié"), max_size=fallback.MAX_REMEMBERED_NAME_CHARS + 40))
+def test_remembered_words_are_the_split_and_each_caller_gets_its_own_list(name: str) -> None:
+    # The split is memoised; a caller that changed its list must not change what the next one reads
+    # (a tool name whose remembered words lost "send" would no longer be gated as a sender).
+    first = words(name)
+    assert first == list(fallback._split(name))
+    first.append("mutated")
+    first[:1] = ["x"]
+    assert words(name) == list(fallback._split(name))
+    assert words(name) is not words(name)
 
 
 def test_recipient_email_parameter_is_gated() -> None:
