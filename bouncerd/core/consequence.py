@@ -268,7 +268,7 @@ def key_place(value: str, parameter: str) -> str | None:
     if not text or len(text) > MAX_PATH_CHARS or "\n" in text or "://" in text:
         return None
     names = set(fallback.words(parameter.split(".")[-1].split("[")[0]))
-    if any(ch.isspace() for ch in text) and not (
+    if any(map(str.isspace, text)) and not (
         fallback_words.PATH_WORDS & names or fallback_words.MOVE_PARAMS & names
     ):
         return None
