@@ -19,16 +19,18 @@ def shim_pid(bindir: Path) -> int | None:
     return child_pid(bindir / "bouncer-shim")
 
 
-def child_pid(script: Path) -> int | None:
-    """The child of this process running `script` (an argument of its command line), or None."""
+def child_pid(script: Path, parent: int | None = None) -> int | None:
+    """The child of `parent` (default: this process) running `script` (an argument of its command
+    line), or None."""
     script_arg = str(script).encode()
+    parent = os.getpid() if parent is None else parent
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
             cmdline = (status.parent / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if int(fields.get("PPid", "0")) == os.getpid() and script_arg in cmdline:
+        if int(fields.get("PPid", "0")) == parent and script_arg in cmdline:
             return int(status.parent.name)
     return None
 

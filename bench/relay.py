@@ -12,8 +12,10 @@ tests/fixtures/servers/full.py, against a `bouncerd` this script starts in a tem
    "Decided before it is asked"), a call that takes the round trip to the daemon (`weather`), and
    a gated send the sink gate allows (`send_message` to an address the bench's policy trusts).
    Reported: median and p99 per side, their ratios, the shim's and the daemon's CPU time and
-   wake-ups (voluntary context switches) per call, and how many calls the audit log records as
-   forwarded on the fast path. Targets: a read median ≤ 1.10 × direct and p99 ≤ 1.3 ×; a round
+   wake-ups (voluntary context switches) per call, the CPU a call of every process on each side (the
+   client, which is this process and runs one side's calls at a time, and the fixture server, beside
+   the shim and the daemon: on a host with few CPUs their sum is what the call's wall time is made
+   of), and how many calls the audit log records as forwarded on the fast path. Targets: a read median ≤ 1.10 × direct and p99 ≤ 1.3 ×; a round
    trip median ≤ 1.15 ×, p99 ≤ 1.5 ×; a gated send median ≤ 1.5 ×. Then the shim's resident
    memory, now and at its peak (Linux /proc). Target: ≤ 30 MB.
 2. **Start-up.** Spawn → initialize → first `tools/list` result, for a new client and server each time,
@@ -230,6 +232,23 @@ async def timed_calls(client: Client, kind: CallKind, count: int, sink: list[flo
         sink.append((time.perf_counter() - start) * 1000.0)
 
 
+async def budgeted(
+    client: Client,
+    kind: CallKind,
+    count: int,
+    sink: list[float],
+    server: int | None,
+    budget: dict[str, list[float]],
+) -> None:
+    """`timed_calls`, adding the CPU the client (this process: it runs one side's calls at a time) and
+    the server spent to `budget[kind.tool]`."""
+    before = time.process_time(), cpu_seconds(server)
+    await timed_calls(client, kind, count, sink)
+    spent = budget.setdefault(kind.tool, [0.0, 0.0])
+    spent[0] += time.process_time() - before[0]
+    spent[1] += cpu_seconds(server) - before[1]
+
+
 def fast_records(home: Path) -> int:
     """Calls the audit log records as forwarded on the fast path (docs/how-it-works.md)."""
     try:
@@ -248,8 +267,10 @@ class Relayed:
     bindir: Path
     daemon_pid: int | None  # None: the floor (bench/barerelay.py), which has no daemon
     shim: int | None = None
+    server: int | None = None  # the fixture server behind this side's shim (or bare relay)
     times: dict[str, list[float]] = field(default_factory=dict)
     cpu: dict[str, list[float]] = field(default_factory=dict)  # tool -> [shim, daemon] CPU seconds
+    budget: dict[str, list[float]] = field(default_factory=dict)  # tool -> [client, server] CPU seconds
     waits: dict[str, list[int]] = field(default_factory=dict)  # tool -> [shim, daemon] sleeps
     fast: int = 0
     memory: tuple[float, float] | None = None
@@ -271,7 +292,7 @@ class Relayed:
     async def timed(self, client: Client, kind: CallKind, count: int) -> None:
         before = cpu_seconds(self.shim), cpu_seconds(self.daemon_pid)
         slept = sleeps(self.shim), sleeps(self.daemon_pid)
-        await timed_calls(client, kind, count, self.times.setdefault(kind.tool, []))
+        await budgeted(client, kind, count, self.times.setdefault(kind.tool, []), self.server, self.budget)
         cpu = self.cpu.setdefault(kind.tool, [0.0, 0.0])
         cpu[0] += cpu_seconds(self.shim) - before[0]
         cpu[1] += cpu_seconds(self.daemon_pid) - before[1]
@@ -289,6 +310,7 @@ class Relayed:
 async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[bool]:
     """The three kinds of call, direct against every relayed side; targets are counted for the first."""
     direct_times: dict[str, list[float]] = {k.tool: [] for k in CALL_KINDS}
+    direct_budget: dict[str, list[float]] = {}  # tool -> [client, server] CPU seconds
     async with AsyncExitStack() as stack:
         d = await stack.enter_async_context(connected(server_params(sides[0].home, through_shim=False)))
         relayed = [await stack.enter_async_context(connected(side.params())) for side in sides]
@@ -299,8 +321,10 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
                 if check.is_error:  # a refused call would time the deny path, not the relay
                     raise SystemExit(f"the bench's {kind.tool} call was refused: {check.content}")
                 await timed_calls(client, kind, WARMUP_CALLS, [])
+        direct_server = child_pid(FIXTURE)
         for side in sides:
             side.shim = child_pid(BARE_RELAY) if side.floor else shim_pid(side.bindir)
+            side.server = child_pid(FIXTURE, side.shim) if side.shim is not None else None
             side.fast = -fast_records(side.home)
         blocks = max(1, calls // BLOCK)
         count = BLOCK if calls >= BLOCK else calls
@@ -311,7 +335,7 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
                 shift = i % len(order)
                 for turn in order[shift:] + order[:shift]:
                     if turn is None:
-                        await timed_calls(d, kind, count, direct_times[kind.tool])
+                        await budgeted(d, kind, count, direct_times[kind.tool], direct_server, direct_budget)
                     else:
                         await turn.timed(relayed[sides.index(turn)], kind, count)
         for side in sides:
@@ -355,6 +379,18 @@ async def round_trips(sides: list[Relayed], calls: int, report: Report) -> list[
                 f"{indent}where the added {added:.0f} µs a call go: shim CPU {shim_cpu:.0f} µs, daemon CPU "
                 f"{daemon_cpu:.0f} µs a call (/proc, over the relayed blocks; the daemon's includes indexing "
                 "the output); the rest is waiting for processes to be woken and scheduled"
+            )
+            client_cpu, server_cpu = (c * 1e6 / len(times) for c in side.budget[kind.tool])
+            direct_client, direct_server_cpu = (c * 1e6 / len(direct) for c in direct_budget[kind.tool])
+            whole, whole_direct = (
+                client_cpu + server_cpu + shim_cpu + daemon_cpu,
+                direct_client + direct_server_cpu,
+            )
+            report.add(
+                f"{indent}CPU a call, every process: direct {whole_direct:.0f} µs (client "
+                f"{direct_client:.0f}, server {direct_server_cpu:.0f}); via shim {whole:.0f} µs (client "
+                f"{client_cpu:.0f}, server {server_cpu:.0f}, shim {shim_cpu:.0f}, daemon {daemon_cpu:.0f}), "
+                f"on {os.cpu_count()} CPUs"
             )
             shim_sleeps, daemon_sleeps = (w / len(times) for w in side.waits[kind.tool])
             report.add(
