@@ -202,7 +202,7 @@ class Pump:
             elif len(events) > 1:  # the daemon's replies (or its hang-up) first, for the same reason
                 events.sort(key=_daemon_first_key)
             for key, mask in events:
-                self._dispatch(str(key.data), mask)
+                self._dispatch(key.data, mask)
             if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
                 self._read_client()
             self._flush_all()
@@ -239,25 +239,21 @@ class Pump:
     def _timeout(self, now: float) -> float | None:
         if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
             return 0.0
-        ack_due = self._acks_since + DAEMON_ACK_TIMEOUT_SECONDS if self._acks_since is not None else None
-        link, relay_due, verdict_due = (
-            self.link.deadline(),
-            self.relay.deadline(),
-            self.relay.verdict_deadline(),
-        )
-        timers = (
+        relay = self.relay
+        # The earliest of the deadlines that are set (most are None on a quiet turn).
+        due = self._acks_since + DAEMON_ACK_TIMEOUT_SECONDS if self._acks_since is not None else None
+        for deadline in (
             self._stage_deadline,
             self._drain_until,
             self._flush_until,
-            ack_due,
-            link,
-            relay_due,
-            verdict_due,
-        )
-        deadlines = [d for d in timers if d is not None]
-        if self._daemon_quiet:
-            deadlines.append(now + QUIET_READ_SECONDS)
-        return max(0.0, min(deadlines) - now) if deadlines else None
+            self.link.deadline(),
+            relay.deadline() if relay.ticking else None,  # only what ticks has a deadline
+            relay.verdict_deadline(),
+            now + QUIET_READ_SECONDS if self._daemon_quiet else None,
+        ):
+            if deadline is not None and (due is None or deadline < due):
+                due = deadline
+        return None if due is None else max(0.0, due - now)
 
     def _update_interest(self) -> None:
         sock = self.link.sock
@@ -271,16 +267,19 @@ class Pump:
             self.relay.wake_for_daemon,
         )
         self._daemon_quiet = sock is not None and not wanted[-1]
-        if wanted == self._wanted:  # the common case: nothing to tell the selector
+        old = self._wanted
+        if wanted == old:  # the common case: nothing to tell the selector
             return
         self._wanted = wanted
-        stdin, upstream_out, stdout, upstream_in, daemon, daemon_writes, daemon_reads = wanted
-        self._want("stdin", stdin, True)
-        self._want("upstream-out", upstream_out, True)
-        self._want("stdout", stdout, True)
-        self._want("upstream-in", upstream_in, True)
-        mask = (selectors.EVENT_READ if daemon_reads else 0) | (selectors.EVENT_WRITE if daemon_writes else 0)
-        self._want("daemon", daemon, bool(mask), mask)
+        # Only the descriptors whose interest changed are told (usually the daemon's socket alone).
+        fresh = not old
+        for i, name in enumerate(_WATCHED):
+            if fresh or wanted[i] != old[i]:
+                self._want(name, wanted[i], True)
+        if fresh or wanted[4:] != old[4:]:
+            daemon, writes, reads = wanted[4:]
+            mask = (selectors.EVENT_READ if reads else 0) | (selectors.EVENT_WRITE if writes else 0)
+            self._want("daemon", daemon, bool(mask), mask)
 
     def _want(self, name: str, fd: int | None, wanted: bool, mask: int = 0) -> None:
         if not mask:
@@ -372,12 +371,12 @@ class Pump:
         relay = self.relay
         while actions := relay.take_actions():
             for action in actions:
-                if isinstance(action, SendClient):
+                if isinstance(action, SendDaemon):  # the commonest first: two or three a call
+                    self.link.send(action.parts, lazy=action.lazy, now=self.clock() if action.lazy else 0.0)
+                elif isinstance(action, SendClient):
                     self._to_client(action.line)
                 elif isinstance(action, SendUpstream):
                     self.to_upstream.write_line(action.line)
-                elif isinstance(action, SendDaemon):
-                    self.link.send(action.parts, lazy=action.lazy, now=self.clock() if action.lazy else 0.0)
                 elif isinstance(action, Diagnose):
                     diagnose(action.message)
                 elif isinstance(action, Stop):
@@ -402,7 +401,13 @@ class Pump:
     def _check_daemon_answers(self, now: float) -> None:
         if not self.relay.awaiting_acks:
             self._acks_since = None
-        elif self._acks_since is None:
+            if self._behind:
+                self._behind = False
+                self.relay.daemon_behind(False)
+            if self.link.sock is not None and self.relay.verdicts_overdue(now):
+                self._verdicts_overdue(now)
+            return
+        if self._acks_since is None:
             self._acks_since = now
         behind = self._acks_since is not None and now - self._acks_since >= BEHIND_SECONDS
         if behind != self._behind:
@@ -413,11 +418,14 @@ class Pump:
             reason = f"bouncerd left requests unanswered for {DAEMON_ACK_TIMEOUT_SECONDS:.0f} s; reconnecting"
             self._give_up_on_daemon(reason, now)
         if self.link.sock is not None and self.relay.verdicts_overdue(now):
-            reason = (
-                f"bouncerd gave no verdict within {VERDICT_WAIT_SECONDS:.0f} s; the calls waiting on it are "
-                f"refused and will not be sent; reconnecting"
-            )
-            self._give_up_on_daemon(reason, now)
+            self._verdicts_overdue(now)
+
+    def _verdicts_overdue(self, now: float) -> None:
+        reason = (
+            f"bouncerd gave no verdict within {VERDICT_WAIT_SECONDS:.0f} s; the calls waiting on it are "
+            f"refused and will not be sent; reconnecting"
+        )
+        self._give_up_on_daemon(reason, now)
 
     def _give_up_on_daemon(self, reason: str, now: float) -> None:
         """A daemon that is connected but not answering: drop the connection (so no late verdict can
@@ -447,8 +455,10 @@ class Pump:
         # The upstream first: a call forwarded before asking reaches the server before the daemon is
         # woken for its record (nothing orders the two; a line for the client waits for the daemon).
         if self.to_upstream.pending:
-            with contextlib.suppress(PeerGoneError):  # the upstream's exit is noticed by its status
+            try:  # noqa: SIM105 (contextlib.suppress would build an object on every turn)
                 self.to_upstream.flush()
+            except PeerGoneError:  # the upstream's exit is noticed by its status
+                pass
         link = self.link
         if link.wants_write or (link.pending and link.due(self.clock())):
             self._on_link(link.flush(self.clock()))
@@ -573,6 +583,10 @@ class Pump:
                 diagnose("exiting before bouncerd acknowledged the last observations (they were sent)")
             return final
         return None
+
+
+# The streams `_update_interest` watches in the order of its tuple (the daemon's socket comes after).
+_WATCHED: Final = ("stdin", "upstream-out", "stdout", "upstream-in")
 
 
 def _daemon_first_key(event: tuple[selectors.SelectorKey, int]) -> bool:
