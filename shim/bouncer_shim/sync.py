@@ -36,7 +36,6 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from bouncer_shim.actions import Action, SendDaemon, daemon_frame
-from bouncerd import wire
 
 # Tools remembered from the last tools/list (all its pages) to resend after a reconnect.
 MAX_REMEMBERED_TOOLS: Final = 10_000
@@ -144,7 +143,7 @@ class LinkSync:
         """Send op `op`; its reply's entry carries `target`. False if msgpack cannot carry it. A `lazy`
         frame may wait for the next one (`SendDaemon.lazy`)."""
         rid = self._next_rid
-        frame = daemon_frame(wire.request(op, rid, **fields))
+        frame = daemon_frame({"op": op, "id": rid, **fields})  # wire.request's message, built once
         if frame is None:
             return False
         self._next_rid += 1
