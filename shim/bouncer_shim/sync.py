@@ -183,6 +183,10 @@ class LinkSync:
     def verdicts_overdue(self, now: float) -> bool:
         """Whether a verdict has waited `VERDICT_WAIT_SECONDS`. Verdicts sent since the last call are
         timed from `now` (the pump calls this every turn, and `verdict_deadline` makes that turn come)."""
+        if not self._verdicts:  # none in flight: whatever is listed was answered
+            self._unstamped.clear()
+            self._verdict_dues.clear()
+            return False
         for rid in self._unstamped:
             self._verdict_dues.append((now + VERDICT_WAIT_SECONDS, rid))
         self._unstamped.clear()
@@ -191,6 +195,8 @@ class LinkSync:
 
     def verdict_deadline(self) -> float | None:
         """When the oldest verdict waiting is overdue (0 for one not yet timed), or None."""
+        if not self._verdicts:
+            return None
         return 0.0 if self._unstamped else self._oldest_due()
 
     def _oldest_due(self) -> float | None:
