@@ -231,7 +231,7 @@ class Pump:
             self._read_upstream()
         elif name == "daemon":
             if mask & selectors.EVENT_READ:
-                self._on_link(self.link.on_readable(self.clock()))
+                self._on_link(self.link.on_readable(self.clock(), ready=True))
             if mask & selectors.EVENT_WRITE:
                 self._on_link(self.link.flush(self.clock()))
         # "stdout" and "upstream-in" only need the flush that ends every turn
