@@ -249,6 +249,8 @@ def id_json(value: Any, line: bytes) -> str:
     wire's `wire_id` is not (a float, an integer past 64 bits, a string with a lone surrogate, which
     JSON escapes as ``\\udXXX``; and null, which a missing id also reads as). A float is read again
     from its `line`, so ``1.50`` and ``1e999`` stay as written (a parsed float would not)."""
+    if type(value) is int:  # the commonest id (not a bool): json writes an int as its repr
+        return int.__repr__(value)
     if isinstance(value, float):
         try:
             message = _LITERAL_NUMBERS.decode(line.decode("utf-8"))

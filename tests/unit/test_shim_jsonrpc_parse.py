@@ -1,4 +1,5 @@
-"""The shim's line parsers (bouncer_shim/jsonrpc.py) read every line as json's own decoder does.
+"""The shim's line parsers (bouncer_shim/jsonrpc.py) read every line as json's own decoder does, and
+ids are written back as json writes them.
 
 A line that is one JSON value with nothing around it goes to json's C scanner directly; everything
 else goes through the decoder. The attack a difference would open: the shim judging one message
@@ -11,7 +12,7 @@ import json
 from typing import Any
 
 import pytest
-from bouncer_shim.jsonrpc import INVALID, REPEATED, parse, parse_client
+from bouncer_shim.jsonrpc import INVALID, REPEATED, id_json, parse, parse_client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,3 +68,10 @@ def test_a_repeated_key_is_refused_wherever_the_value_starts_or_ends(line: bytes
 def test_bytes_that_are_not_utf8_are_invalid() -> None:
     assert parse(b'{"a":"\xff"}') is INVALID
     assert parse_client(b'{"a":"\xff"}') is INVALID
+
+
+@given(value=st.integers() | st.booleans() | st.none() | st.text(max_size=8))
+def test_an_id_is_written_back_as_json_writes_it(value: Any) -> None:
+    # id_json spells an int itself (the audit log's text of the id); it must be json's spelling.
+    line = json.dumps({"jsonrpc": "2.0", "id": value}).encode()
+    assert id_json(value, line) == json.dumps(value, ensure_ascii=True)
