@@ -1,4 +1,4 @@
-"""The shim's I/O: one `selectors` loop that feeds the relay and carries out its actions.
+"""The shim's I/O: one loop over its descriptors that feeds the relay and carries out its actions.
 
 Theory of operation
 -------------------
@@ -46,7 +46,7 @@ from typing import Final
 from bouncer_shim import jsonrpc
 from bouncer_shim.actions import Diagnose, SendClient, SendDaemon, SendUpstream, Stop
 from bouncer_shim.fastset import BEHIND_SECONDS
-from bouncer_shim.fdio import PeerGoneError, Reader, Writer, make_nonblocking, watchable
+from bouncer_shim.fdio import PeerGoneError, Reader, Watcher, Writer, make_nonblocking, watchable
 from bouncer_shim.lines import LineSplitter, OversizedLine
 from bouncer_shim.link import Connected, DaemonLink, LinkEvent, Lost
 from bouncer_shim.proc import UPSTREAM_EXIT_GRACE_SECONDS, UPSTREAM_TERM_GRACE_SECONDS, Upstream, enlarge_pipe
@@ -107,7 +107,7 @@ class Pump:
         self.upstream = upstream
         self.link = link
         self.clock = clock
-        self.sel = selectors.DefaultSelector()
+        self.sel = Watcher()
         self.spin_seconds, spin_note = spin_seconds(os.environ)
         if spin_note is not None:
             diagnose(spin_note)
@@ -201,13 +201,13 @@ class Pump:
                 self._on_link(self.link.on_readable(self.clock()))
             elif len(events) > 1:  # the daemon's replies (or its hang-up) first, for the same reason
                 events.sort(key=_daemon_first_key)
-            for key, mask in events:
-                self._dispatch(key.data, mask)
+            for name, mask in events:
+                self._dispatch(name, mask)
             if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
                 self._read_client()
             self._flush_all()
 
-    def _select(self, timeout: float | None) -> list[tuple[selectors.SelectorKey, int]]:
+    def _select(self, timeout: float | None) -> list[tuple[str, int]]:
         """The ready streams: while a verdict is awaited, polled for first while polling pays
         (spin.py), then waited for."""
         if (
@@ -589,9 +589,9 @@ class Pump:
 _WATCHED: Final = ("stdin", "upstream-out", "stdout", "upstream-in")
 
 
-def _daemon_first_key(event: tuple[selectors.SelectorKey, int]) -> bool:
+def _daemon_first_key(event: tuple[str, int]) -> bool:
     """Sorts the daemon's socket before every other ready stream."""
-    return bool(event[0].data != "daemon")
+    return event[0] != "daemon"
 
 
 def _is_pipe_or_socket(fd: int) -> bool:
