@@ -401,13 +401,7 @@ class Pump:
     def _check_daemon_answers(self, now: float) -> None:
         if not self.relay.awaiting_acks:
             self._acks_since = None
-            if self._behind:
-                self._behind = False
-                self.relay.daemon_behind(False)
-            if self.link.sock is not None and self.relay.verdicts_overdue(now):
-                self._verdicts_overdue(now)
-            return
-        if self._acks_since is None:
+        elif self._acks_since is None:
             self._acks_since = now
         behind = self._acks_since is not None and now - self._acks_since >= BEHIND_SECONDS
         if behind != self._behind:
@@ -418,14 +412,11 @@ class Pump:
             reason = f"bouncerd left requests unanswered for {DAEMON_ACK_TIMEOUT_SECONDS:.0f} s; reconnecting"
             self._give_up_on_daemon(reason, now)
         if self.link.sock is not None and self.relay.verdicts_overdue(now):
-            self._verdicts_overdue(now)
-
-    def _verdicts_overdue(self, now: float) -> None:
-        reason = (
-            f"bouncerd gave no verdict within {VERDICT_WAIT_SECONDS:.0f} s; the calls waiting on it are "
-            f"refused and will not be sent; reconnecting"
-        )
-        self._give_up_on_daemon(reason, now)
+            reason = (
+                f"bouncerd gave no verdict within {VERDICT_WAIT_SECONDS:.0f} s; the calls waiting on it are "
+                f"refused and will not be sent; reconnecting"
+            )
+            self._give_up_on_daemon(reason, now)
 
     def _give_up_on_daemon(self, reason: str, now: float) -> None:
         """A daemon that is connected but not answering: drop the connection (so no late verdict can
