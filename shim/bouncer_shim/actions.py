@@ -80,9 +80,14 @@ Action = SendClient | SendUpstream | SendDaemon | Diagnose | Stop
 
 
 def daemon_frame(message: Mapping[str, Any]) -> list[bytes] | None:
-    """`message` as the parts of one frame for SendDaemon (see `wire.encode_parts`), or None if msgpack
-    cannot carry it (a lone surrogate, an integer beyond 64 bits, a frame over the size limit)."""
+    """`message` as the parts of one frame for SendDaemon, or None if msgpack cannot carry it (a lone
+    surrogate, an integer beyond 64 bits, a frame over the size limit). The one bytes field of the
+    wire is an observation's ``payload``: a large one is its own part (`wire.encode_parts`); any
+    other frame is packed whole (`wire.encode`, the same bytes), without looking for blobs in it."""
+    payload = message.get("payload")
     try:
-        return wire.encode_parts(message)
+        if isinstance(payload, bytes) and len(payload) >= wire.BLOB_MIN_BYTES:
+            return wire.encode_parts(message)
+        return [wire.encode(message)]
     except (ProtocolError, ValueError, TypeError, OverflowError):  # msgpack's refusals
         return None

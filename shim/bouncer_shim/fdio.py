@@ -12,12 +12,19 @@ message costs no fresh megabyte per read.
 
 A descriptor that `select` cannot watch (a regular file on stdin or stdout: epoll refuses those) is
 *always ready*: reads and writes on regular files never wait anyway, so the pump simply tries them.
+
+`Watcher` is the part of `selectors` the pump uses (register a descriptor under a name, unregister
+it, wait for the ready ones), on ``select.epoll`` directly where there is one: the pump starts and
+stops watching bouncerd's socket on most calls, and `selectors` wraps each of those and every wait
+in Python bookkeeping of its own. Elsewhere (kqueue, poll) it delegates to `selectors`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import select
 import selectors
 from collections import deque
 from typing import Final
@@ -132,3 +139,62 @@ class Writer:
         self.closed = True
         self._chunks.clear()
         self.pending = 0
+
+
+class Watcher:
+    """Descriptors watched for reading or writing (`selectors.EVENT_READ`, `EVENT_WRITE`), each with a
+    name; `select` returns (name, ready events) as `selectors` returns (key, events)."""
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll() if hasattr(select, "epoll") else None
+        self._fallback = selectors.DefaultSelector() if self._epoll is None else None
+        self._watched: dict[int, tuple[str, int]] = {}  # fd -> (name, events)
+
+    def register(self, fd: int, events: int, name: str) -> None:
+        if fd in self._watched:
+            raise KeyError(f"{fd} is already watched")
+        if self._epoll is not None:
+            read = select.EPOLLIN if events & selectors.EVENT_READ else 0
+            self._epoll.register(fd, read | (select.EPOLLOUT if events & selectors.EVENT_WRITE else 0))
+        else:
+            assert self._fallback is not None
+            self._fallback.register(fd, events, name)
+        self._watched[fd] = (name, events)
+
+    def unregister(self, fd: int) -> None:
+        del self._watched[fd]
+        if self._epoll is not None:
+            with contextlib.suppress(OSError):  # closed already (the link closes a lost socket first)
+                self._epoll.unregister(fd)
+        else:
+            assert self._fallback is not None
+            self._fallback.unregister(fd)
+
+    def select(self, timeout: float | None = None) -> list[tuple[str, int]]:
+        """The ready descriptors' names and events, waiting up to `timeout` (None: until one is)."""
+        if self._epoll is None:
+            assert self._fallback is not None
+            return [(key.data, events) for key, events in self._fallback.select(timeout)]
+        try:  # epoll rounds a timeout up to the millisecond, as selectors does
+            polled = self._epoll.poll(-1 if timeout is None else max(timeout, 0.0))
+        except InterruptedError:
+            return []
+        ready: list[tuple[str, int]] = []
+        for fd, event in polled:
+            watched = self._watched.get(fd)
+            if watched is None:
+                continue
+            events = 0  # as selectors maps them: a hang-up or an error is ready both ways
+            if event & ~select.EPOLLIN:
+                events |= selectors.EVENT_WRITE
+            if event & ~select.EPOLLOUT:
+                events |= selectors.EVENT_READ
+            ready.append((watched[0], events & watched[1]))
+        return ready
+
+    def close(self) -> None:
+        self._watched.clear()
+        if self._epoll is not None:
+            self._epoll.close()
+        elif self._fallback is not None:
+            self._fallback.close()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import select
 import socket
 import time
 from collections.abc import Mapping
@@ -88,6 +89,7 @@ class DaemonLink:
         self._paths = bouncer_paths.resolve(environ)
         self._autostart = autostart.autostart_enabled(environ)
         self.sock: socket.socket | None = None
+        self._poller: select.poll | None = None  # the socket alone: whether a read would find anything
         self._writer: Writer | None = None
         self._hold_until: float | None = None  # only lazy frames are queued; written by then at the latest
         self._decoder = wire.FrameDecoder()
@@ -220,6 +222,8 @@ class DaemonLink:
                 self._say(f"cannot connect to {self._paths.socket}: {exc.strerror or exc}")
             return False
         self.sock = sock
+        self._poller = select.poll()
+        self._poller.register(sock.fileno(), select.POLLIN)
         self._writer = Writer(sock.fileno())
         self._decoder = wire.FrameDecoder()
         return True
@@ -258,13 +262,17 @@ class DaemonLink:
             return self._drop(f"bouncerd connection lost: {exc}", now)
         return []
 
-    def on_readable(self, now: float) -> list[LinkEvent]:
+    def on_readable(self, now: float, *, ready: bool = False) -> list[LinkEvent]:
         """Everything the daemon has sent, up to its hang-up if it has hung up: replies read without
         reading on to the end could hide a dead daemon behind them until the next wake-up, and a
-        call handled meanwhile would be forwarded on a set nobody holds."""
+        call handled meanwhile would be forwarded on a set nobody holds. Each read is preceded by a
+        poll of the socket (a reply or the hang-up makes it readable), except the first when the
+        caller's selector has just said it is (`ready`): finding nothing costs no exception."""
         events: list[LinkEvent] = []
-        for _ in range(MAX_READS_A_WAKE):  # bounded: a daemon that never stops talking cannot starve the rest
-            if (sock := self.sock) is None:
+        for i in range(MAX_READS_A_WAKE):  # bounded: a daemon that never stops talking cannot starve the rest
+            if (sock := self.sock) is None or self._poller is None:
+                break
+            if (i or not ready) and not self._poller.poll(0):
                 break
             try:
                 got = sock.recv_into(self._buf)
@@ -296,6 +304,7 @@ class DaemonLink:
         with contextlib.suppress(OSError):
             self.sock.close()
         self.sock = None
+        self._poller = None
         self._writer = None
         self._hold_until = None
         self._schedule(now)  # a daemon that accepts and hangs up at once is not hammered
@@ -306,6 +315,7 @@ class DaemonLink:
             with contextlib.suppress(OSError):
                 self.sock.close()
             self.sock = None
+            self._poller = None
             self._writer = None
         self._hold_until = None
         self._retry_at = None

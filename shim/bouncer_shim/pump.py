@@ -1,4 +1,4 @@
-"""The shim's I/O: one `selectors` loop that feeds the relay and carries out its actions.
+"""The shim's I/O: one loop over its descriptors that feeds the relay and carries out its actions.
 
 Theory of operation
 -------------------
@@ -46,7 +46,7 @@ from typing import Final
 from bouncer_shim import jsonrpc
 from bouncer_shim.actions import Diagnose, SendClient, SendDaemon, SendUpstream, Stop
 from bouncer_shim.fastset import BEHIND_SECONDS
-from bouncer_shim.fdio import PeerGoneError, Reader, Writer, make_nonblocking, watchable
+from bouncer_shim.fdio import PeerGoneError, Reader, Watcher, Writer, make_nonblocking, watchable
 from bouncer_shim.lines import LineSplitter, OversizedLine
 from bouncer_shim.link import Connected, DaemonLink, LinkEvent, Lost
 from bouncer_shim.proc import UPSTREAM_EXIT_GRACE_SECONDS, UPSTREAM_TERM_GRACE_SECONDS, Upstream, enlarge_pipe
@@ -107,7 +107,7 @@ class Pump:
         self.upstream = upstream
         self.link = link
         self.clock = clock
-        self.sel = selectors.DefaultSelector()
+        self.sel = Watcher()
         self.spin_seconds, spin_note = spin_seconds(os.environ)
         if spin_note is not None:
             diagnose(spin_note)
@@ -201,13 +201,13 @@ class Pump:
                 self._on_link(self.link.on_readable(self.clock()))
             elif len(events) > 1:  # the daemon's replies (or its hang-up) first, for the same reason
                 events.sort(key=_daemon_first_key)
-            for key, mask in events:
-                self._dispatch(str(key.data), mask)
+            for name, mask in events:
+                self._dispatch(name, mask)
             if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
                 self._read_client()
             self._flush_all()
 
-    def _select(self, timeout: float | None) -> list[tuple[selectors.SelectorKey, int]]:
+    def _select(self, timeout: float | None) -> list[tuple[str, int]]:
         """The ready streams: while a verdict is awaited, polled for first while polling pays
         (spin.py), then waited for."""
         if (
@@ -231,7 +231,7 @@ class Pump:
             self._read_upstream()
         elif name == "daemon":
             if mask & selectors.EVENT_READ:
-                self._on_link(self.link.on_readable(self.clock()))
+                self._on_link(self.link.on_readable(self.clock(), ready=True))
             if mask & selectors.EVENT_WRITE:
                 self._on_link(self.link.flush(self.clock()))
         # "stdout" and "upstream-in" only need the flush that ends every turn
@@ -239,25 +239,21 @@ class Pump:
     def _timeout(self, now: float) -> float | None:
         if self.stdin_fd is not None and not self.stdin_watchable and self._wants_client():
             return 0.0
-        ack_due = self._acks_since + DAEMON_ACK_TIMEOUT_SECONDS if self._acks_since is not None else None
-        link, relay_due, verdict_due = (
-            self.link.deadline(),
-            self.relay.deadline(),
-            self.relay.verdict_deadline(),
-        )
-        timers = (
+        relay = self.relay
+        # The earliest of the deadlines that are set (most are None on a quiet turn).
+        due = self._acks_since + DAEMON_ACK_TIMEOUT_SECONDS if self._acks_since is not None else None
+        for deadline in (
             self._stage_deadline,
             self._drain_until,
             self._flush_until,
-            ack_due,
-            link,
-            relay_due,
-            verdict_due,
-        )
-        deadlines = [d for d in timers if d is not None]
-        if self._daemon_quiet:
-            deadlines.append(now + QUIET_READ_SECONDS)
-        return max(0.0, min(deadlines) - now) if deadlines else None
+            self.link.deadline(),
+            relay.deadline() if relay.ticking else None,  # only what ticks has a deadline
+            relay.verdict_deadline(),
+            now + QUIET_READ_SECONDS if self._daemon_quiet else None,
+        ):
+            if deadline is not None and (due is None or deadline < due):
+                due = deadline
+        return None if due is None else max(0.0, due - now)
 
     def _update_interest(self) -> None:
         sock = self.link.sock
@@ -271,16 +267,19 @@ class Pump:
             self.relay.wake_for_daemon,
         )
         self._daemon_quiet = sock is not None and not wanted[-1]
-        if wanted == self._wanted:  # the common case: nothing to tell the selector
+        old = self._wanted
+        if wanted == old:  # the common case: nothing to tell the selector
             return
         self._wanted = wanted
-        stdin, upstream_out, stdout, upstream_in, daemon, daemon_writes, daemon_reads = wanted
-        self._want("stdin", stdin, True)
-        self._want("upstream-out", upstream_out, True)
-        self._want("stdout", stdout, True)
-        self._want("upstream-in", upstream_in, True)
-        mask = (selectors.EVENT_READ if daemon_reads else 0) | (selectors.EVENT_WRITE if daemon_writes else 0)
-        self._want("daemon", daemon, bool(mask), mask)
+        # Only the descriptors whose interest changed are told (usually the daemon's socket alone).
+        fresh = not old
+        for i, name in enumerate(_WATCHED):
+            if fresh or wanted[i] != old[i]:
+                self._want(name, wanted[i], True)
+        if fresh or wanted[4:] != old[4:]:
+            daemon, writes, reads = wanted[4:]
+            mask = (selectors.EVENT_READ if reads else 0) | (selectors.EVENT_WRITE if writes else 0)
+            self._want("daemon", daemon, bool(mask), mask)
 
     def _want(self, name: str, fd: int | None, wanted: bool, mask: int = 0) -> None:
         if not mask:
@@ -372,12 +371,12 @@ class Pump:
         relay = self.relay
         while actions := relay.take_actions():
             for action in actions:
-                if isinstance(action, SendClient):
+                if isinstance(action, SendDaemon):  # the commonest first: two or three a call
+                    self.link.send(action.parts, lazy=action.lazy, now=self.clock() if action.lazy else 0.0)
+                elif isinstance(action, SendClient):
                     self._to_client(action.line)
                 elif isinstance(action, SendUpstream):
                     self.to_upstream.write_line(action.line)
-                elif isinstance(action, SendDaemon):
-                    self.link.send(action.parts, lazy=action.lazy, now=self.clock() if action.lazy else 0.0)
                 elif isinstance(action, Diagnose):
                     diagnose(action.message)
                 elif isinstance(action, Stop):
@@ -447,8 +446,10 @@ class Pump:
         # The upstream first: a call forwarded before asking reaches the server before the daemon is
         # woken for its record (nothing orders the two; a line for the client waits for the daemon).
         if self.to_upstream.pending:
-            with contextlib.suppress(PeerGoneError):  # the upstream's exit is noticed by its status
+            try:  # noqa: SIM105 (contextlib.suppress would build an object on every turn)
                 self.to_upstream.flush()
+            except PeerGoneError:  # the upstream's exit is noticed by its status
+                pass
         link = self.link
         if link.wants_write or (link.pending and link.due(self.clock())):
             self._on_link(link.flush(self.clock()))
@@ -575,9 +576,13 @@ class Pump:
         return None
 
 
-def _daemon_first_key(event: tuple[selectors.SelectorKey, int]) -> bool:
+# The streams `_update_interest` watches in the order of its tuple (the daemon's socket comes after).
+_WATCHED: Final = ("stdin", "upstream-out", "stdout", "upstream-in")
+
+
+def _daemon_first_key(event: tuple[str, int]) -> bool:
     """Sorts the daemon's socket before every other ready stream."""
-    return bool(event[0].data != "daemon")
+    return event[0] != "daemon"
 
 
 def _is_pipe_or_socket(fd: int) -> bool:

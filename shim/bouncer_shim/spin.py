@@ -31,10 +31,9 @@ The budget is sans I/O; `poll_then_wait` takes the selector, the clock and the y
 from __future__ import annotations
 
 import os
-import selectors
 import time
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Any, Final, Protocol
 
 # How long the shim polls for a verdict before it sleeps. Long enough for bouncerd to answer a verdict
 # that reads no large output (~150 µs on an idle 2-CPU VM), short enough that a miss costs little.
@@ -52,7 +51,11 @@ MISS_COST: Final = 2
 # probe that misses costs one window per PROBE_EVERY verdicts, ~30 µs a verdict at 500 µs.
 PROBE_EVERY: Final = 16
 
-Event = tuple[selectors.SelectorKey, int]
+Event = tuple[Any, int]  # what a selector's select returns: (key or name, ready events)
+
+
+class Selector(Protocol):
+    def select(self, timeout: float | None = None) -> list[Event]: ...
 
 
 def spin_seconds(environ: Mapping[str, str]) -> tuple[float, str | None]:
@@ -95,7 +98,7 @@ class SpinBudget:
 
 
 def poll_then_wait(
-    sel: selectors.BaseSelector,
+    sel: Selector,
     timeout: float | None,
     window: float,
     budget: SpinBudget,

@@ -36,7 +36,6 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from bouncer_shim.actions import Action, SendDaemon, daemon_frame
-from bouncerd import wire
 
 # Tools remembered from the last tools/list (all its pages) to resend after a reconnect.
 MAX_REMEMBERED_TOOLS: Final = 10_000
@@ -144,7 +143,7 @@ class LinkSync:
         """Send op `op`; its reply's entry carries `target`. False if msgpack cannot carry it. A `lazy`
         frame may wait for the next one (`SendDaemon.lazy`)."""
         rid = self._next_rid
-        frame = daemon_frame(wire.request(op, rid, **fields))
+        frame = daemon_frame({"op": op, "id": rid, **fields})  # wire.request's message, built once
         if frame is None:
             return False
         self._next_rid += 1
@@ -184,6 +183,10 @@ class LinkSync:
     def verdicts_overdue(self, now: float) -> bool:
         """Whether a verdict has waited `VERDICT_WAIT_SECONDS`. Verdicts sent since the last call are
         timed from `now` (the pump calls this every turn, and `verdict_deadline` makes that turn come)."""
+        if not self._verdicts:  # none in flight: whatever is listed was answered
+            self._unstamped.clear()
+            self._verdict_dues.clear()
+            return False
         for rid in self._unstamped:
             self._verdict_dues.append((now + VERDICT_WAIT_SECONDS, rid))
         self._unstamped.clear()
@@ -192,6 +195,8 @@ class LinkSync:
 
     def verdict_deadline(self) -> float | None:
         """When the oldest verdict waiting is overdue (0 for one not yet timed), or None."""
+        if not self._verdicts:
+            return None
         return 0.0 if self._unstamped else self._oldest_due()
 
     def _oldest_due(self) -> float | None:
