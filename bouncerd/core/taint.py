@@ -275,7 +275,7 @@ class _Collector:
                     or (chosen.orders is not None and old.orders is None and not chosen.identity)
                 ):
                     keys[key] = chosen
-        return list(map(_as_record, keys.items()))
+        return as_records(keys)
 
     def _parties(self, found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> dict[str, set[str]]:
         """The identity keys of each object of the output (`_object_of` its field): an address in a
@@ -302,6 +302,26 @@ def _object_of(field: str | None) -> str:
 
 # `TokenRecord(k, p)` runs the generated Python `__new__`; building the tuple subclass directly is C.
 _as_record: Callable[[tuple[str, Provenance]], TokenRecord] = partial(tuple.__new__, TokenRecord)
+
+
+def _load_native_pairs_as() -> Callable[[type[TokenRecord], dict[str, Provenance]], list[TokenRecord]] | None:
+    """The records of a dict of keys made in C (`_scan.pairs_as`: no call through `tuple.__new__` a key),
+    built with the compiled scanner (bouncerd/native.py decides if it loads)."""
+    try:
+        from bouncerd.core._scan import pairs_as
+    except ImportError:
+        return None
+    return pairs_as
+
+
+_native_pairs_as = _load_native_pairs_as()
+
+
+def as_records(keys: dict[str, Provenance]) -> list[TokenRecord]:
+    """`[TokenRecord(k, p) for k, p in keys.items()]`, in C when the compiled build runs."""
+    if _native_pairs_as is not None:
+        return _native_pairs_as(TokenRecord, keys)
+    return list(map(_as_record, keys.items()))
 
 
 def _whole_value(text: str) -> str:

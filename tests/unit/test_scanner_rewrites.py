@@ -8,12 +8,13 @@ previous form, kept here as the oracle, over generated adversarial input.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import decoders, fold, numeric_tokens, orders, said, shapes, tokens
+from bouncerd.core import decoders, fold, numeric_tokens, orders, said, shapes, taint, taint_edges, tokens
 
 # ---- decoders._as_text: unprintable characters counted with one byte pass, not a regex --------------
 
@@ -445,3 +446,40 @@ def test_address_syntax_still_unquotes_and_strips_comments_beside_an_at() -> Non
     assert fold.address_syntax("eve(x)@evil.example") == "eve@evil.example"
     assert fold.address_syntax("eve@\u00a0(x)evil.example") == "eve@evil.example"
     assert fold.address_syntax('{"from": "eve@evil.example", "to": "ann@x.example"}') is None
+
+
+# ---- taint: an output's records made in C (bouncerd/core/_scan.c `pairs_as`) against the pure map ------
+
+needs_native_pairs = pytest.mark.skipif(
+    taint._native_pairs_as is None, reason="the C record maker is not loaded (no trusted compiled build)"
+)
+_PROVENANCES = [
+    taint_edges.provenance("mail", tool, 7, 1.5, field, identity, orders_label)
+    for tool in (None, "read")
+    for field in (None, "messages[0].from")
+    for identity in (False, True)
+    for orders_label in (None, "addresses the AI")
+]
+
+
+@needs_native_pairs
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), st.sampled_from(_PROVENANCES), max_size=40))
+def test_the_c_record_maker_makes_exactly_the_pure_records(keys: dict[str, Any]) -> None:
+    assert taint._native_pairs_as is not None
+    got = taint._native_pairs_as(taint.TokenRecord, keys)
+    expected = list(map(taint._as_record, keys.items()))
+    assert got == expected
+    assert all(type(r) is taint.TokenRecord for r in got)
+    assert [(r.token, r.provenance) for r in got] == list(keys.items())
+    assert all(r.provenance is keys[r.token] for r in got)
+
+
+@needs_native_pairs
+def test_the_c_record_maker_refuses_what_it_cannot_read() -> None:
+    assert taint._native_pairs_as is not None
+    with pytest.raises(TypeError):
+        taint._native_pairs_as(int, {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        taint._native_pairs_as(taint.TokenRecord, [("a", 1)])  # type: ignore[arg-type]
+    assert taint._native_pairs_as(taint.TokenRecord, {}) == []
