@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from itertools import pairwise
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -107,22 +107,24 @@ __all__ = [
     "parse_structured",
 ]
 
-MAX_SEAM_SCOPES = 4096  # scopes whose last tail is kept (least recently used out): about 2 MB
-MAX_IDENTITY_VALUE_CHARS = 320  # a longer value in an identity field is prose, treated as free text
-MAX_YAML_CHARS = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
-MAX_FIELD_PATH_CHARS = 200  # deeper paths are cut: nesting must not cost quadratic memory
-MAX_FIELD_NAME_WORDS = 4  # "Reply To", "Sent On Behalf Of": field names; a longer one is prose
-MAX_BLOB_CHARS = 4 * 1024 * 1024  # resource blobs larger than this are not decoded as text
+MAX_SEAM_SCOPES: Final = 4096  # scopes whose last tail is kept (least recently used out): about 2 MB
+MAX_IDENTITY_VALUE_CHARS: Final = 320  # a longer value in an identity field is prose, treated as free text
+MAX_YAML_CHARS: Final = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
+MAX_FIELD_PATH_CHARS: Final = 200  # deeper paths are cut: nesting must not cost quadratic memory
+MAX_FIELD_NAME_WORDS: Final = 4  # "Reply To", "Sent On Behalf Of": field names; a longer one is prose
+MAX_BLOB_CHARS: Final = 4 * 1024 * 1024  # resource blobs larger than this are not decoded as text
 # A text shorter than this cannot hold a marker, a sending verb and a destination: not read for orders.
-MIN_ORDERS_TEXT_CHARS = 40
+MIN_ORDERS_TEXT_CHARS: Final = 40
 
-_YAML_LOADER: Any = textrecords.UniqueKeyLoader  # a repeated key would hide a value: not read as YAML
-_UNIQUE_KEYS_JSON = json.JSONDecoder(object_pairs_hook=textrecords.unique_pairs)  # nor as JSON (built once)
+_YAML_LOADER: Final[Any] = textrecords.UniqueKeyLoader  # a repeated key would hide a value: not read as YAML
+_UNIQUE_KEYS_JSON: Final = json.JSONDecoder(
+    object_pairs_hook=textrecords.unique_pairs
+)  # nor as JSON (built once)
 
 # Field-name parts that mark a field as naming a party (a person, account, channel) rather than
 # carrying prose. A field is classified by its last classified part: `sender_email` is identity,
 # `email_body` is free text; an unclassified field inherits from its parent (`from.name`).
-IDENTITY_PARTS = frozenset(
+IDENTITY_PARTS: Final = frozenset(
     [
         "sender", "senders", "from", "to", "cc", "bcc", "reply", "replyto", "recipient", "recipients",
         "participant", "participants", "email", "emails", "mail", "address", "addresses", "owner",
@@ -134,7 +136,7 @@ IDENTITY_PARTS = frozenset(
         "mentions",
     ]
 )  # fmt: skip
-FREE_TEXT_PARTS = frozenset(
+FREE_TEXT_PARTS: Final = frozenset(
     [
         "body", "bodies", "description", "descriptions", "content", "contents", "text", "texts",
         "message", "messages", "subject", "note", "notes", "comment", "comments", "summary", "snippet",
@@ -156,7 +158,7 @@ class Source:
 
 # ---- field classification --------------------------------------------------------------------------
 
-_NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_NAME_PARTS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
 @lru_cache(maxsize=4096)
@@ -178,11 +180,13 @@ def field_is_identity(name: str) -> bool | None:
 
 # ---- extraction ------------------------------------------------------------------------------------
 
-_SPACES = re.compile(r"\s+")
-_YAML_START = re.compile(r"(?:---|- |[\w\"'][^:\n]{0,80}:(?:[ \t]|$))", re.M)
+_SPACES: Final = re.compile(r"\s+")
+_YAML_START: Final = re.compile(r"(?:---|- |[\w\"'][^:\n]{0,80}:(?:[ \t]|$))", re.M)
 # A top-level line that is not a key, a list item, a comment or a document marker: not a YAML mapping
 # (a mail with a header block and a body, say). Checked before paying for a YAML parse.
-_NOT_YAML_LINE = re.compile(r"^(?![ \t]|\r?$|#|---|\.\.\.|- |-\r?$|[^\s:#][^:\n]*:(?:[ \t]|\r?$)).", re.M)
+_NOT_YAML_LINE: Final = re.compile(
+    r"^(?![ \t]|\r?$|#|---|\.\.\.|- |-\r?$|[^\s:#][^:\n]*:(?:[ \t]|\r?$)).", re.M
+)
 
 
 class _Collector:
@@ -301,7 +305,7 @@ def _object_of(field: str | None) -> str:
 
 
 # `TokenRecord(k, p)` runs the generated Python `__new__`; building the tuple subclass directly is C.
-_as_record: Callable[[tuple[str, Provenance]], TokenRecord] = partial(tuple.__new__, TokenRecord)
+_as_record: Final[Callable[[tuple[str, Provenance]], TokenRecord]] = partial(tuple.__new__, TokenRecord)
 
 
 def _load_native_pairs_as() -> Callable[[type[TokenRecord], dict[str, Provenance]], list[TokenRecord]] | None:
@@ -314,7 +318,7 @@ def _load_native_pairs_as() -> Callable[[type[TokenRecord], dict[str, Provenance
     return pairs_as
 
 
-_native_pairs_as = _load_native_pairs_as()
+_native_pairs_as: Final = _load_native_pairs_as()
 
 
 def as_records(keys: dict[str, Provenance]) -> list[TokenRecord]:
@@ -413,7 +417,7 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
 
 
 # `Alice Smith <alice@x.example>`: a display name and one address, a destination by itself.
-_NAME_AND_ADDRESS = re.compile(r"[^<>\n]{0,80}<[^<>\s]+>")
+_NAME_AND_ADDRESS: Final = re.compile(r"[^<>\n]{0,80}<[^<>\s]+>")
 
 
 def _inherits_identity(value: Any) -> bool:
