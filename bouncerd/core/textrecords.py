@@ -103,7 +103,7 @@ def is_party(value: str) -> bool:
         part = part.strip()
         if not part:
             continue
-        if _ANGLE.fullmatch(part) or _TOKEN.fullmatch(part):
+        if ("<" in part and _ANGLE.fullmatch(part)) or _TOKEN.fullmatch(part):  # (`_ANGLE` needs a "<")
             continue
         if _WORDS.fullmatch(part) and not _SPELLED.search(part):
             continue
