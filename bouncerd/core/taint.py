@@ -300,8 +300,10 @@ def _object_of(field: str | None) -> str:
     a top-level field or a text item's header block to the output itself."""
     if not field:
         return ""
-    head = field.split(".", 1)[0]
-    return head if "[" in head or "." in field else ""
+    dot = field.find(".")
+    if dot < 0:
+        return field if "[" in field else ""
+    return field[:dot]
 
 
 # `TokenRecord(k, p)` runs the generated Python `__new__`; building the tuple subclass directly is C.

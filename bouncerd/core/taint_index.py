@@ -194,13 +194,12 @@ class TaintIndex:
     def add(self, records: Iterable[TokenRecord]) -> int:
         """Record keys (from `extract`, or replayed from the journal); returns how many were new."""
         live = self._live
-        get = live.get
         room = self.max_keys - len(live)  # new keys before the next eviction
         added = 0
         last_in: Provenance | None = None
         shared: Provenance  # the interned `last_in`, set with it
         for key, prov in records:
-            old = get(key)
+            old = live.get(key)  # (compiled: a C call, not a call through a bound method)
             if old is None:
                 if len(key) < MIN_DESTINATION_CHARS:
                     continue  # (never live: only this method adds keys)
