@@ -99,7 +99,7 @@ def is_party(value: str) -> bool:
     `@alice`, `+1 555 0100`, `Alice Hart`. Prose with an address in it is not."""
     if "\n" in value or not value.strip():
         return False
-    for part in _PARTS.split(value):
+    for part in _PARTS.split(value) if "," in value or ";" in value else (value,):
         part = part.strip()
         if not part:
             continue
@@ -247,7 +247,9 @@ def _split(lines: list[str], headed: bool) -> tuple[list[str], list[_Record]]:
                 current.prose.append(heading.group(1))
             after_blank = last_was_field = False
             continue
-        m = _FIELD.fullmatch(line) if ":" in line[:MAX_FIELD_LINE_HEAD] else None  # prose: no regex
+        # Prose: no regex. The colon a field line's name ends at is its first, and no "@" comes before it.
+        colon = line.find(":", 0, MAX_FIELD_LINE_HEAD)
+        m = _FIELD.fullmatch(line) if colon >= 0 and line.find("@", 0, colon) < 0 else None
         if m is not None and len(m.group(2).split()) > MAX_NAME_WORDS:
             m = None
         if m is not None and style is not None and (m.group(1), m.group(3)) != style:

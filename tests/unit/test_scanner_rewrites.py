@@ -14,7 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import decoders, fold, numeric_tokens, orders, said, shapes, taint, taint_edges, tokens
+from bouncerd.core import (
+    decoders,
+    fold,
+    numeric_tokens,
+    orders,
+    said,
+    shapes,
+    taint,
+    taint_edges,
+    textrecords,
+    tokens,
+)
 
 # ---- decoders._as_text: unprintable characters counted with one byte pass, not a regex --------------
 
@@ -483,3 +494,42 @@ def test_the_c_record_maker_refuses_what_it_cannot_read() -> None:
     with pytest.raises(TypeError):
         taint._native_pairs_as(taint.TokenRecord, [("a", 1)])  # type: ignore[arg-type]
     assert taint._native_pairs_as(taint.TokenRecord, {}) == []
+
+
+# ---- textrecords: field lines looked for only before the first colon, without an "@" --------------------
+
+_LINE_PIECES = [
+    *'ab Z09_.-*+\t:@/,;<>"\r',
+    "**",
+    "__",
+    "From",
+    "To",
+    "- ",
+    "eve@x.example",
+    "https://x.example",
+]
+FIELD_LINE = st.lists(st.sampled_from(_LINE_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(FIELD_LINE)
+def test_a_line_the_field_gate_skips_is_never_a_field_line(line: str) -> None:
+    colon = line.find(":", 0, textrecords.MAX_FIELD_LINE_HEAD)
+    if colon >= 0 and line.find("@", 0, colon) >= 0:  # the old gate read it; the new one does not
+        assert textrecords._FIELD.fullmatch(line) is None
+    assert textrecords.is_party(line) == _old_is_party(line)
+
+
+def _old_is_party(value: str) -> bool:
+    if "\n" in value or not value.strip():
+        return False
+    for part in textrecords._PARTS.split(value):
+        part = part.strip()
+        if not part:
+            continue
+        if textrecords._ANGLE.fullmatch(part) or textrecords._TOKEN.fullmatch(part):
+            continue
+        if textrecords._WORDS.fullmatch(part) and not textrecords._SPELLED.search(part):
+            continue
+        return False
+    return True
