@@ -187,6 +187,31 @@ _YAML_START: Final = re.compile(r"(?:---|- |[\w\"'][^:\n]{0,80}:(?:[ \t]|$))", r
 _NOT_YAML_LINE: Final = re.compile(
     r"^(?![ \t]|\r?$|#|---|\.\.\.|- |-\r?$|[^\s:#][^:\n]*:(?:[ \t]|\r?$)).", re.M
 )
+# What a top-level line of a YAML mapping may open with besides a key (`_NOT_YAML_LINE`'s alternatives
+# that need no colon): indentation, a comment, a document marker, a list item.
+_YAML_LINE_OPENINGS: Final = (" ", "\t", "#", "---", "...", "- ")
+_EMPTY_YAML_LINES: Final = ("", "\r", "-", "-\r")
+
+
+def _has_not_yaml_line(s: str) -> bool:
+    """`_NOT_YAML_LINE.search(s) is not None`, a line at a time: only a line with a colon can be a key,
+    so a line without one (most of a mail's body) is judged by how it opens, never scanned by the
+    regex for a colon; a line with one is matched by the regex where it starts."""
+    p, n = 0, len(s)
+    while True:
+        e = s.find("\n", p)
+        if e < 0:
+            e = n
+        if s.find(":", p, e) >= 0:
+            if _NOT_YAML_LINE.match(s, p) is not None:
+                return True
+        else:
+            line = s[p:e]
+            if line not in _EMPTY_YAML_LINES and not line.startswith(_YAML_LINE_OPENINGS):
+                return True
+        if e >= n:
+            return False
+        p = e + 1
 
 
 class _Collector:
@@ -354,7 +379,7 @@ def parse_structured(text: str) -> Any | None:
             value = _UNIQUE_KEYS_JSON.decode(s)
         except (ValueError, RecursionError):
             value = None
-    elif len(s) <= MAX_YAML_CHARS and _YAML_START.match(s) and not _NOT_YAML_LINE.search(s):
+    elif len(s) <= MAX_YAML_CHARS and _YAML_START.match(s) and not _has_not_yaml_line(s):
         try:
             value = yaml.load(s, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader (C or Python)
         except (yaml.YAMLError, RecursionError, ValueError, TypeError):

@@ -533,3 +533,25 @@ def _old_is_party(value: str) -> bool:
             continue
         return False
     return True
+
+
+# ---- taint: a text's lines read for one that YAML cannot open a top-level line with, one at a time -------
+
+_YAML_PIECES = [
+    *"\n\r \t#-.:a\u00a0\u2028\x0b\x85",
+    "---",
+    "...",
+    "- ",
+    "key: value",
+    "From: eve@evil.example",
+    "  nested: x",
+    "plain prose line",
+    "url https://x.example/a",
+]
+YAMLISH = st.lists(st.sampled_from(_YAML_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(YAMLISH)
+def test_the_line_by_line_yaml_probe_finds_what_the_multiline_search_found(text: str) -> None:
+    assert taint._has_not_yaml_line(text) == (taint._NOT_YAML_LINE.search(text) is not None)
