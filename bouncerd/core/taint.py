@@ -215,15 +215,16 @@ def _has_not_yaml_line(s: str) -> bool:
 
 
 class _Collector:
-    """The strings of one output in document order, each with its field and class (`sight`), then their
-    keys with provenance, free-text sightings preferred (`records`)."""
+    """The strings of one output in document order, each with its field and class (`sightings`), then
+    their keys with provenance, free-text sightings preferred (`records`)."""
 
-    __slots__ = ("mirror", "sight", "sightings", "source")
+    __slots__ = ("mirror", "sightings", "source")
 
     def __init__(self, source: Source) -> None:
         self.source = source
-        self.sightings: list[tuple[str, str | None, bool]] = []  # (text, field, identity)
-        self.sight = self.sightings.append  # a C call per string: walkers call it for every value
+        # (text, field, identity): walkers append to it directly (compiled, a C call; a bound method
+        # or a function held in a variable is called through Python's generic call)
+        self.sightings: list[tuple[str, str | None, bool]] = []
         self.mirror: Any = None  # structuredContent, which text items often repeat as JSON
 
     def records(self) -> list[TokenRecord]:
@@ -232,8 +233,6 @@ class _Collector:
         orders_of: dict[str, dict[str, str]] = {}  # text -> its keys inside orders to the agent (`orders`)
         provs: dict[tuple[str | None, bool | str], Provenance] = {}  # (field, identity or orders marker)
         keys: dict[str, Provenance] = {}
-        get = keys.get
-        key_tuple = tokens.key_tuple
         parties = self._parties(found)
         for text, field, identity in self.sightings:
             if identity and MIN_LISTED_NAME_CHARS <= len(text) <= MIN_DESTINATION_CHARS:
@@ -248,7 +247,7 @@ class _Collector:
                 continue
             both = found.get(text)
             if both is None:
-                got = key_tuple(text)
+                got = tokens.key_tuple(text)
                 if "/" in text or linkkeys.may_encode_link(text):  # a link, maybe encoded, maybe alone
                     got = (*got, *linkkeys.exact_url_keys(text))
                 both = found[text] = (got, domain_keys(got) if got else ())
@@ -297,7 +296,7 @@ class _Collector:
                         (field, True),
                         provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, True, None),
                     )
-                old = get(key)
+                old = keys.get(key)
                 if (
                     old is None
                     or (old.identity and not chosen.identity)
@@ -393,12 +392,11 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
     Values that cannot hold a key (None, booleans, strings shorter than a key) are not stacked."""
     stack: list[tuple[Any, str, bool]] = [(value, "", False)]
     seen: set[int] = set()  # YAML aliases share objects: walk each container once
-    sight = collector.sight
-    push = stack.append
+    sightings = collector.sightings
     while stack:
         node, path, identity = stack.pop()
         if isinstance(node, str):
-            sight((node, path or None, identity))
+            sightings.append((node, path or None, identity))
         elif isinstance(node, dict):
             if id(node) in seen:
                 continue
@@ -409,14 +407,14 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
             for k, v in node.items():
                 name = k if type(k) is str else str(k)
                 if len(name) >= MIN_DESTINATION_CHARS:
-                    sight((name, field, identity))
+                    sightings.append((name, field, identity))
                 if v is None or v is True or v is False:
                     continue
                 if type(v) is str and len(v) < MIN_DESTINATION_CHARS:
                     # too short for a key, but a directory lists a short name ("Bob") in a party field
                     short_cls = field_is_identity(name) if len(v) >= MIN_LISTED_NAME_CHARS else False
                     if short_cls is True or (short_cls is None and identity):
-                        sight((v, path if deep else f"{path}.{name}" if path else name, True))
+                        sightings.append((v, path if deep else f"{path}.{name}" if path else name, True))
                     continue
                 cls = field_is_identity(name)
                 if cls is None and identity:
@@ -436,11 +434,11 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
                     continue
                 if type(v) is str and len(v) < MIN_DESTINATION_CHARS:
                     if identity and len(v) >= MIN_LISTED_NAME_CHARS:  # `members: ["Bob", "Eve"]`
-                        sight((v, path if deep else f"{path}[{i}]", True))
+                        sightings.append((v, path if deep else f"{path}[{i}]", True))
                     continue
-                push((v, path if deep else f"{path}[{i}]", identity))
+                stack.append((v, path if deep else f"{path}[{i}]", identity))
         elif node is not None and not isinstance(node, bool):
-            sight((str(node), path or None, identity))
+            sightings.append((str(node), path or None, identity))
 
 
 # `Alice Smith <alice@x.example>`: a display name and one address, a destination by itself.
@@ -466,8 +464,7 @@ def _text_item(text: str, collector: _Collector) -> None:
     if parsed is not None and text.lstrip()[:1] not in "{[" and textrecords.is_header_mapping(parsed):
         listing = textrecords.read(text, field_is_identity)  # a header block that is also YAML
         if listing is not None:
-            for sighting in listing:
-                collector.sight(sighting)
+            collector.sightings.extend(listing)
             return
     if parsed is not None:
         if collector.mirror is None or parsed != collector.mirror:  # a mirror has the same keys and paths
@@ -475,10 +472,9 @@ def _text_item(text: str, collector: _Collector) -> None:
         return
     listing = textrecords.read(text, field_is_identity)
     if listing is not None:
-        for sighting in listing:
-            collector.sight(sighting)
+        collector.sightings.extend(listing)
         return
-    collector.sight((text, None, False))
+    collector.sightings.append((text, None, False))
 
 
 def _blob_text(blob: Any) -> str | None:
@@ -493,7 +489,7 @@ def _block_seams(content: list[Any], collector: _Collector) -> None:
     `SEAM_CHARS` on either side and at most the two blocks, so seams add at most twice the text."""
     texts = text_items(content)
     for left, right in pairwise(texts):
-        collector.sight((left[-SEAM_CHARS:] + right[:SEAM_CHARS], None, False))
+        collector.sightings.append((left[-SEAM_CHARS:] + right[:SEAM_CHARS], None, False))
 
 
 def _walk_message(payload: Any, collector: _Collector) -> None:
@@ -501,7 +497,7 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
     while stack:
         node = stack.pop()
         if isinstance(node, str):
-            collector.sight((node, None, False))
+            collector.sightings.append((node, None, False))
         elif isinstance(node, list):
             stack.extend(node)
         elif isinstance(node, dict):
@@ -511,7 +507,7 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
             for k, v in node.items():
                 name = k if type(k) is str else str(k)
                 if len(name) >= MIN_DESTINATION_CHARS:
-                    collector.sight((name, None, False))
+                    collector.sightings.append((name, None, False))
                 if k == "content" and type(v) is list and len(v) > 1:
                     _block_seams(v, collector)
                 if k == "structuredContent":
@@ -527,7 +523,7 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
                 else:
                     stack.append(v)
         elif node is not None and not isinstance(node, bool):
-            collector.sight((str(node), None, False))
+            collector.sightings.append((str(node), None, False))
 
 
 def extract(payload: Any, source: Source) -> list[TokenRecord]:
@@ -572,7 +568,7 @@ class Seams:
     @staticmethod
     def _read_cut(previous: str, head: str, source: Source) -> list[TokenRecord]:
         collector = _Collector(source)
-        collector.sight((previous + head, None, False))
+        collector.sightings.append((previous + head, None, False))
         found = collector.records()
         if not found:
             return found

@@ -55,7 +55,7 @@ from typing import Any, Final
 
 import yaml
 
-Sighting = tuple[str, str | None, bool]  # (text, field path, identity), as `taint._Collector.sight` takes
+Sighting = tuple[str, str | None, bool]  # (text, field path, identity), as `taint._Collector.sightings` holds
 
 MAX_RECORD_TEXT_CHARS: Final = 1024 * 1024  # a larger text is read as one free text: a parse per line costs
 MAX_RECORDS: Final = 2000  # listings print pages; a text with more is not a listing of records
