@@ -228,7 +228,8 @@ class _Collector:
         self.mirror: Any = None  # structuredContent, which text items often repeat as JSON
 
     def records(self) -> list[TokenRecord]:
-        found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # text -> keys, domain keys
+        # text -> keys, and domain keys (None until a free-text sighting of the text wants them)
+        found: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {}
         said_of: dict[str, tuple[str, ...]] = {}  # text -> said keys (a text repeats: a subject, a quote)
         orders_of: dict[str, dict[str, str]] = {}  # text -> its keys inside orders to the agent (`orders`)
         provs: dict[tuple[str | None, bool | str], Provenance] = {}  # (field, identity or orders marker)
@@ -250,10 +251,15 @@ class _Collector:
                 got = tokens.key_tuple(text)
                 if "/" in text or linkkeys.may_encode_link(text):  # a link, maybe encoded, maybe alone
                     got = (*got, *linkkeys.exact_url_keys(text))
-                both = found[text] = (got, domain_keys(got) if got else ())
+                both = found[text] = (got, None)
             got = both[0]
-            if both[1] and not identity:
-                got = (*got, *both[1])  # a planted address's domain is a planted host
+            if got and not identity:
+                domains = both[1]
+                if domains is None:
+                    domains = domain_keys(got)
+                    found[text] = (got, domains)
+                if domains:
+                    got = (*got, *domains)  # a planted address's domain is a planted host
             if not identity:
                 dictated = said_of.get(text)
                 if dictated is None:
@@ -305,7 +311,9 @@ class _Collector:
                     keys[key] = chosen
         return as_records(keys)
 
-    def _parties(self, found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> dict[str, set[str]]:
+    def _parties(
+        self, found: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]]
+    ) -> dict[str, set[str]]:
         """The identity keys of each object of the output (`_object_of` its field): an address in a
         message's free text that is that same message's sender or participant is read as the party it
         is. An attacker gains nothing by it: the sender field alone already makes the address asked
