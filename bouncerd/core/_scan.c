@@ -1,5 +1,6 @@
-/* The tokenizer's anchor and digit-run scans (bouncerd/core/tokens.py), and the candidate scan of the
-values a text says (bouncerd/core/said.py, at the end of this file), in C.
+/* The tokenizer's anchor and digit-run scans (bouncerd/core/tokens.py), the candidate scan of the
+values a text says (bouncerd/core/said.py), and the making of one output's records from its keys
+(`pairs_as`, for bouncerd/core/taint.py; both at the end of this file), in C.
 
 Theory of operation
 -------------------
@@ -780,12 +781,59 @@ said_candidates(PyObject *module, PyObject *arg)
     return out;
 }
 
+/* `[cls(k, v) for k, v in mapping.items()]` for a tuple subclass `cls` of two fields (taint's
+   `TokenRecord`), in the dict's order: what `list(map(partial(tuple.__new__, cls), mapping.items()))`
+   makes (taint's fallback), without a call through `tuple.__new__` for each pair. */
+static PyObject *
+pairs_as(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyDict_CheckExact(args[1]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "pairs_as() takes a tuple subclass and a dict");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *mapping = args[1];
+    Py_ssize_t n = PyDict_GET_SIZE(mapping), pos = 0, i = 0;
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *key, *value;
+    while (PyDict_Next(mapping, &pos, &key, &value)) {
+        if (i >= n) {
+            break; /* (the dict grew while the pairs were made: caught below) */
+        }
+        Py_INCREF(key);
+        Py_INCREF(value);
+        PyObject *pair = cls->tp_alloc(cls, 2);
+        if (pair == NULL) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(pair, 0, key);
+        PyTuple_SET_ITEM(pair, 1, value);
+        PyList_SET_ITEM(out, i++, pair);
+    }
+    if (i != n || PyDict_GET_SIZE(mapping) != n) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_RuntimeError, "pairs_as(): the dict changed size while it was read");
+        return NULL;
+    }
+    return out;
+}
+
 static PyMethodDef scan_methods[] = {
     {"anchors", anchors, METH_O, "Sorted anchor positions of a token mask (tokens._anchors)."},
     {"numeric_runs", numeric_runs, METH_O,
      "(start, end, platform id end or -1) of each `numeric_tokens._NUMERIC` match in a token mask."},
     {"said_candidates", said_candidates, METH_O,
      "said.candidates(text) for an ASCII text, else None."},
+    {"pairs_as", (PyCFunction)(void (*)(void))pairs_as, METH_FASTCALL,
+     "[cls(k, v) for k, v in mapping.items()] for a tuple subclass cls (taint's TokenRecord)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -26,6 +26,7 @@ import html
 import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
+from typing import Final
 from urllib.parse import unquote
 
 
@@ -40,19 +41,19 @@ def _load_native_readings() -> tuple[Callable[[str], list[str] | None], Callable
 
 
 _native_readings = _load_native_readings()
-_native_base64_runs = _native_readings[0] if _native_readings is not None else None
-_native_has_base64_run = _native_readings[1] if _native_readings is not None else None
+_native_base64_runs: Final = _native_readings[0] if _native_readings is not None else None
+_native_has_base64_run: Final = _native_readings[1] if _native_readings is not None else None
 
-MIN_BASE64_RUN = 16  # 12 decoded bytes; shorter unpadded runs are ordinary words and ids far too often
-MIN_PADDED_BASE64_RUN = 8  # with `=` padding a shorter run is plainly base64: down to 4 bytes
+MIN_BASE64_RUN: Final = 16  # 12 decoded bytes; shorter unpadded runs are ordinary words and ids far too often
+MIN_PADDED_BASE64_RUN: Final = 8  # with `=` padding a shorter run is plainly base64: down to 4 bytes
 # Decoded bytes must read as UTF-8 text: at least 80% of characters printable (random binary reaches
 # about 40%; a word glued to the front of a run costs a few garbage characters).
-BASE64_MIN_PRINTABLE = 0.8
+BASE64_MIN_PRINTABLE: Final = 0.8
 
 # A substring search costs about 1 ms per MB of text, a one-character scan (memchr) about 0.05 ms. So
 # a needle with a rare character is found through that character's occurrences, checked one by one up
 # to this many (prose has none or a few); past them a plain search is cheaper than a Python loop.
-RARE_CHAR_CHECKS = 8
+RARE_CHAR_CHECKS: Final = 8
 
 
 def contains(text: str, needle: str, rare: int) -> bool:
@@ -68,25 +69,25 @@ def contains(text: str, needle: str, rare: int) -> bool:
     return i >= 0 and needle in text
 
 
-_PCT = re.compile(r"%[0-9A-Fa-f]{2}|%u[0-9A-Fa-f]{4}")
-_PCT_U = re.compile(r"%u([0-9A-Fa-f]{4})")
-_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?")
+_PCT: Final = re.compile(r"%[0-9A-Fa-f]{2}|%u[0-9A-Fa-f]{4}")
+_PCT_U: Final = re.compile(r"%u([0-9A-Fa-f]{4})")
+_ENTITY: Final = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?")
 # JSON/JS escapes, Python's `\U0001F600`, C and shell octal escapes (`\100` is `@`), and the backslash
 # escapes of markdown for the punctuation of an address (`eve\_x@evil\.example`, `evil\-corp`).
-_JS_ESCAPE = re.compile(
+_JS_ESCAPE: Final = re.compile(
     r"\\(?:u[0-9A-Fa-f]{4}|u\{[0-9A-Fa-f]{1,6}\}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[0-3][0-7]{2}|[/@._:*~+#-])"
 )
-_JS_UNITS = re.compile(r"(?:\\u[0-9A-Fa-f]{4})+")
-_JS_OTHER = re.compile(
+_JS_UNITS: Final = re.compile(r"(?:\\u[0-9A-Fa-f]{4})+")
+_JS_OTHER: Final = re.compile(
     r"\\(?:u\{([0-9A-Fa-f]{1,6})\}|U([0-9A-Fa-f]{8}))|\\x([0-9A-Fa-f]{2})|\\([/@._:*~+#-])|\\([0-3][0-7]{2})"
 )
 # CSS escapes of printable ASCII (`\40 `, `\2e`, `\000040`): hex, one space after them swallowed. A
 # reading of its own: `\100` is `@` in C and `Ā` in CSS. Other code points are not read (`\d` in a
 # Windows path is not a control character).
 # (six hex digits end an escape whatever follows; fewer end at a character that is not a hex digit)
-_CSS_ESCAPE = re.compile(r"\\(?:0000([2-7][0-9A-Fa-f])|0{0,3}([2-7][0-9A-Fa-f])(?![0-9A-Fa-f])) ?")
-_MIME_WORD = re.compile(r"=\?([^?\s]{1,40})\?([bBqQ])\?([^?\s]*)\?=")
-_MIME_GAP = re.compile(r"(?<=\?=)\s+(?==\?)")
+_CSS_ESCAPE: Final = re.compile(r"\\(?:0000([2-7][0-9A-Fa-f])|0{0,3}([2-7][0-9A-Fa-f])(?![0-9A-Fa-f])) ?")
+_MIME_WORD: Final = re.compile(r"=\?([^?\s]{1,40})\?([bBqQ])\?([^?\s]*)\?=")
+_MIME_GAP: Final = re.compile(r"(?<=\?=)\s+(?==\?)")
 # Quoted-printable writes upper-case hex (RFC 2045); requiring it keeps URL queries such as "?ref=de"
 # from being decoded as QP everywhere (decoding "=de" yields an invalid byte, then U+FFFD).
 # A soft line break counts only after a character other than `=` and before more text on the next line:
@@ -94,15 +95,15 @@ _MIME_GAP = re.compile(r"(?<=\?=)\s+(?==\?)")
 # anywhere else (inside a percent-escape, beside a space).
 # One scan finds both: `=XX`, and `=` + line break before a word character (its left side is checked
 # in Python).
-_QP_TRIGGER = re.compile(r"=(?:[0-9A-F]{2}|\r?\n(?=[^\r\n]))")
-_B64_RUN_START = b"b" * MIN_BASE64_RUN
-_B64_RUN_REST = re.compile(rb"b*=?=?(?:\r?\nb+=?=?)*")
-_B64_MASK = bytes(
+_QP_TRIGGER: Final = re.compile(r"=(?:[0-9A-F]{2}|\r?\n(?=[^\r\n]))")
+_B64_RUN_START: Final = b"b" * MIN_BASE64_RUN
+_B64_RUN_REST: Final = re.compile(rb"b*=?=?(?:\r?\nb+=?=?)*")
+_B64_MASK: Final = bytes(
     ord("b") if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/-_") else c if c in b"=\r\n" else 32
     for c in range(256)
 )
 # What `_as_text` counts as unprintable: ASCII control characters other than tab, CR and LF, and U+FFFD.
-_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+_CONTROL_BYTES: Final = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 
 
 def _js_unescape(text: str) -> str:
@@ -155,7 +156,7 @@ def decode_inline(text: str) -> str:
     return text
 
 
-_QP_RUN = re.compile(r"(?:=[0-9A-F]{2})+|=\r?\n")
+_QP_RUN: Final = re.compile(r"(?:=[0-9A-F]{2})+|=\r?\n")
 
 
 def _qp_run(m: re.Match[str]) -> str:
@@ -189,8 +190,8 @@ def _as_text(raw: bytes) -> str | None:
     return text if bad <= len(text) * (1 - BASE64_MIN_PRINTABLE) else None
 
 
-_URLSAFE = bytes.maketrans(b"-_", b"+/")
-_PADDING = (b"", b"===", b"==", b"=")  # by length modulo 4 (a remainder of 1 is cut first)
+_URLSAFE: Final = bytes.maketrans(b"-_", b"+/")
+_PADDING: Final = (b"", b"===", b"==", b"=")  # by length modulo 4 (a remainder of 1 is cut first)
 
 
 def decode_base64_text(blob: str) -> str | None:
@@ -313,8 +314,8 @@ def decode_css(text: str) -> str:
 # `linkkeys` reads them again for links as written (ASCII text is its own cleaned form, so both decode
 # the same string). The readings of the last few strings up to this long are kept: at most about
 # `DECODED_MEMO_ENTRIES` x `DECODED_MEMO_CHARS` x (1 + `fold.MAX_EXPANSION`) characters.
-DECODED_MEMO_ENTRIES = 8
-DECODED_MEMO_CHARS = 256 * 1024
+DECODED_MEMO_ENTRIES: Final = 8
+DECODED_MEMO_CHARS: Final = 256 * 1024
 
 
 def decoded(text: str) -> tuple[str, ...]:

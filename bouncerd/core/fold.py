@@ -31,6 +31,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterator
 from functools import cache
+from typing import Final
 
 # MIN_BASE64_RUN, decode_base64_text and decode_inline are read through this module by the readers
 # outside the scanner (a text resource's blob, a destination's inline encodings).
@@ -39,11 +40,13 @@ from bouncerd.core.decoders import contains, decoded
 from bouncerd.core.decoders import decode_base64_text as decode_base64_text
 from bouncerd.core.decoders import decode_inline as decode_inline
 
-MAX_DECODE_ROUNDS = 3  # base64 of percent-encoded text of HTML entities; deeper nesting is not read
-MAX_EXPANSION = 4  # decoded readings of one string total at most 4x its size (+ slack): no decode bombs
-EXPANSION_SLACK = 4096
-ASSEMBLED_WINDOW_BEFORE = 96  # an e-mail local part is at most 64 characters
-ASSEMBLED_WINDOW_AFTER = 192  # "evil dot example dot co dot uk" with spaces around every marker
+MAX_DECODE_ROUNDS: Final = 3  # base64 of percent-encoded text of HTML entities; deeper nesting is not read
+MAX_EXPANSION: Final = (
+    4  # decoded readings of one string total at most 4x its size (+ slack): no decode bombs
+)
+EXPANSION_SLACK: Final = 4096
+ASSEMBLED_WINDOW_BEFORE: Final = 96  # an e-mail local part is at most 64 characters
+ASSEMBLED_WINDOW_AFTER: Final = 192  # "evil dot example dot co dot uk" with spaces around every marker
 
 # Look-alikes that NFKD does not fold, mapped to the Latin letter they imitate. Scope: the Cyrillic,
 # Greek, Armenian and Cherokee capitals and small letters that pass for Latin ones, Latin small
@@ -51,7 +54,7 @@ ASSEMBLED_WINDOW_AFTER = 192  # "evil dot example dot co dot uk" with spaces aro
 # Full-width and mathematical alphanumerics are not listed: NFKD already folds them. Not covered: the
 # rest of Unicode's confusables.txt, multi-character skeletons ("rn" for "m"), and digit/letter pairs
 # (0/o, 1/l), which would merge distinct legitimate addresses.
-CONFUSABLES: dict[int, str] = {
+CONFUSABLES: Final[dict[int, str]] = {
     ord(k): v
     for k, v in {
         # Cyrillic
@@ -89,7 +92,7 @@ CONFUSABLES: dict[int, str] = {
 # Punctuation a reader takes for `.`, `:`, `@`, `/` or `-` next to Latin letters, but which is ordinary
 # punctuation in other scripts (`・` separates Japanese names, `۔` ends an Urdu sentence): mapped only in
 # the reader's view (`reader`), where the letters of other scripts are gone.
-READER_PUNCTUATION: dict[int, str] = {
+READER_PUNCTUATION: Final[dict[int, str]] = {
     ord(k): v
     for k, v in {
         "⋅": ".", "‧": ".", "・": ".", "⸱": ".", "⸳": ".", "ꞏ": ".", "۔": ".", "܁": ".", "܂": ".",
@@ -102,8 +105,8 @@ READER_PUNCTUATION: dict[int, str] = {
 # Invisible in every font: format controls (Cf: zero-width, bidi, soft hyphen, tags), combining marks
 # (Mn, Me: accents are stripped on both sides), fillers that render as nothing, ASCII and C1 control
 # characters other than whitespace and NEL. Removed before matching.
-_INVISIBLE_FIXED = "\u115f\u1160\u3164\uffa0\u2800"
-ASCII_CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f]+")
+_INVISIBLE_FIXED: Final = "\u115f\u1160\u3164\uffa0\u2800"
+ASCII_CONTROLS: Final = re.compile("[\x00-\x08\x0e-\x1f\x7f]+")
 
 
 @cache
@@ -142,7 +145,7 @@ def clean(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
-_XN_LABEL = re.compile(r"xn--[\w-]+")
+_XN_LABEL: Final = re.compile(r"xn--[\w-]+")
 
 
 def _decode_label(m: re.Match[str]) -> str:
@@ -176,7 +179,7 @@ def fold(text: str) -> str:
 # ---- assembled spellings ---------------------------------------------------------------------------
 
 # (gate, marker): the marker regex runs only when its gate substring is present.
-_MARKERS = [
+_MARKERS: Final = [
     (" dot ", re.compile(r" dot +(?=\w)")),  # these two count only after a word character
     (" @ ", re.compile(r" @ +(?=\w)")),
     ("[", re.compile(r"\[ *(?:at|@|dot|\.|:|://|/) *\]")),
@@ -186,10 +189,10 @@ _MARKERS = [
     ("hxxp", re.compile(r"hxxps?\b")),
     ("*", re.compile(r"h\*\*ps?\b")),
 ]
-_AS_AT = re.compile(r" *(?:[\[({<] *(?:at|@) *[\])}>]|(?<=\w) +(?:at|@) +(?=\w)) *")
-_AS_DOT = re.compile(r" *(?:[\[({<] *(?:dot|\.) *[\])}>]|(?<=\w) +(?:dot|\.) +(?=\w)) *")
-_AS_COLON = re.compile(r"\[ *(:|://|/) *\]")
-_AS_HXXP = re.compile(r"\bh(?:xx|\*\*)p(s?)\b")
+_AS_AT: Final = re.compile(r" *(?:[\[({<] *(?:at|@) *[\])}>]|(?<=\w) +(?:at|@) +(?=\w)) *")
+_AS_DOT: Final = re.compile(r" *(?:[\[({<] *(?:dot|\.) *[\])}>]|(?<=\w) +(?:dot|\.) +(?=\w)) *")
+_AS_COLON: Final = re.compile(r"\[ *(:|://|/) *\]")
+_AS_HXXP: Final = re.compile(r"\bh(?:xx|\*\*)p(s?)\b")
 
 
 def _load_native_marker_gate() -> Callable[[str], bool | None] | None:
@@ -202,7 +205,7 @@ def _load_native_marker_gate() -> Callable[[str], bool | None] | None:
     return marker_gate
 
 
-_native_marker_gate = _load_native_marker_gate()
+_native_marker_gate: Final = _load_native_marker_gate()
 
 
 def _has_marker(folded: str) -> bool:
@@ -261,9 +264,9 @@ def assembled(folded: str) -> str | None:
 
 # RFC 5322 lets an address carry a quoted local part (`"eve"@evil.example`) and comments next to the
 # `@` (`eve(hi)@evil.example`, `eve@(hi)evil.example`); mail software delivers to `eve@evil.example`.
-_QUOTED_LOCAL = re.compile(r'"([^"\s@]{1,64})"\s*@')
-_COMMENT_BEFORE_AT = re.compile(r"\([^()]{0,64}\)\s*(?=@)")
-_COMMENT_AFTER_AT = re.compile(r"(?<=@)\s*\([^()]{0,64}\)")
+_QUOTED_LOCAL: Final = re.compile(r'"([^"\s@]{1,64})"\s*@')
+_COMMENT_BEFORE_AT: Final = re.compile(r"\([^()]{0,64}\)\s*(?=@)")
+_COMMENT_AFTER_AT: Final = re.compile(r"(?<=@)\s*\([^()]{0,64}\)")
 
 
 def _may_have_address_syntax(folded: str) -> bool:
@@ -299,7 +302,7 @@ def address_syntax(folded: str) -> str | None:
 # Invisible characters that carry text a model can read: Unicode tag characters (U+E0020-U+E007E mirror
 # ASCII) and variation selectors used as bytes (VS1-VS16 are 0-15, VS17-VS256 are 16-255). Removed by
 # `clean`, so they are decoded from the raw string, before cleaning.
-_SMUGGLED = re.compile("[\U000e0000-\U000e007f]+|[\ufe00-\ufe0f\U000e0100-\U000e01ef]+")
+_SMUGGLED: Final = re.compile("[\U000e0000-\U000e007f]+|[\ufe00-\ufe0f\U000e0100-\U000e01ef]+")
 
 
 def _smuggled_run(m: re.Match[str]) -> str:
@@ -326,13 +329,13 @@ def smuggled(raw: str) -> str | None:
 # end for a reader (`发送到eve@evil.example。`, `пишитеeve@evil.example`). Latin letters (Latin-1 to
 # Latin Extended-B, IPA, phonetic extensions, Latin Extended Additional, C, D and E) are not such a
 # run: they are what `CONFUSABLES` folds.
-_OTHER_SCRIPT_RUN = re.compile(
+_OTHER_SCRIPT_RUN: Final = re.compile(
     r"[^\W\d_\u0000-\u02af\u1d00-\u1dbf\u1e00-\u1eff\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f]+"
 )
 # What such a run becomes: a character that ends a host or an address but is not a delimiter, so digit
 # groups around a word do not join into a phone number (`09.05.2026 в 15:00`), and a number glued to a
 # word is not read as one on its own (`电话13800138000`).
-WORD_BOUNDARY = "\u00a6"
+WORD_BOUNDARY: Final = "\u00a6"
 
 
 def reader(raw: str) -> str | None:

@@ -18,9 +18,9 @@ from bouncerd.core.shapes import EXACT_PREFIX, host_key, shorten
 # untrusted string is also recorded as written (`exact_url_key`), and the fetch gate allows a URL as
 # seen only on that (`bouncerd.core.taint.TaintIndex.seen_exactly`).
 _SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
-_URL_TAIL = re.compile(r"[^\s<>\"'`]*")
+_URL_TAIL: Final = re.compile(r"[^\s<>\"'`]*")
 _RAW_URL_TRAIL: Final = ".,;:!?)]}*_'\""
-_RAW_AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,15}://[^/?#\\]*)(.*)", re.DOTALL)
+_RAW_AUTHORITY: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,15}://[^/?#\\]*)(.*)", re.DOTALL)
 
 
 def exact_url_key(text: str) -> str | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Final
 
 from bouncerd.core.shapes import PHONE_MIN_DIGITS, iban_shaped_key, phone_keys
 
@@ -38,30 +39,32 @@ def _load_native_numeric_runs() -> Callable[[bytes], list[tuple[int, int, int]]]
     return numeric_runs
 
 
-_native_numeric_runs = _load_native_numeric_runs()
+_native_numeric_runs: Final = _load_native_numeric_runs()
 
-PLATFORM_ID_TYPES = frozenset("ucwgtd")  # Slack: user, channel, enterprise user, group, team, DM
-PLATFORM_ID_MIN_CHARS = 9  # the shortest Slack ids (C0123ABCD, T0G9PQBBK)
-PLATFORM_ID_MAX_CHARS = 12  # the longest have 11 (U04ABCDEF12); one more leaves room for growth
-IBAN_SCAN_BACK = 24  # an IBAN's first 8-digit run starts at most this far in (country, bank letters, spaces)
+PLATFORM_ID_TYPES: Final = frozenset("ucwgtd")  # Slack: user, channel, enterprise user, group, team, DM
+PLATFORM_ID_MIN_CHARS: Final = 9  # the shortest Slack ids (C0123ABCD, T0G9PQBBK)
+PLATFORM_ID_MAX_CHARS: Final = 12  # the longest have 11 (U04ABCDEF12); one more leaves room for growth
+IBAN_SCAN_BACK: Final = (
+    24  # an IBAN's first 8-digit run starts at most this far in (country, bank letters, spaces)
+)
 
 # The rest of a platform id after the first digit that follows its type letter (group 1), as a whole
 # token: not followed by a letter, digit, "@", "+", "-", or a "." or ":" that continues a host.
-_PLATFORM_ID_REST = rb"([a0]{%d,%d})(?![a0@+\-]|[.:][a0])" % (
+_PLATFORM_ID_REST: Final = rb"([a0]{%d,%d})(?![a0@+\-]|[.:][a0])" % (
     PLATFORM_ID_MIN_CHARS - 2,
     PLATFORM_ID_MAX_CHARS - 2,
 )
-_PLATFORM_ID_AT = re.compile(rb"a0" + _PLATFORM_ID_REST)
-_PLATFORM_ID_LEFT = frozenset(b" @#:w")  # what may come before a type letter (not "/": URL paths)
+_PLATFORM_ID_AT: Final = re.compile(rb"a0" + _PLATFORM_ID_REST)
+_PLATFORM_ID_LEFT: Final = frozenset(b" @#:w")  # what may come before a type letter (not "/": URL paths)
 # Digit runs, found from a digit that does not follow a digit (a match cannot start inside a run: the
 # attempt at the run's first digit would have matched a superset, so those attempts are skipped): a
 # phone-shaped run, else, when the digit follows a type letter at a token start, a platform id (group
 # 1, in a lookahead: the scan goes on after the digit, so phone runs are cut exactly as without it).
-_NUMERIC = re.compile(
+_NUMERIC: Final = re.compile(
     rb"0(?<!00)(?:[0 .\-/]{%d,}0|(?<=[ @#:w]a0)(?=%s))" % (PHONE_MIN_DIGITS - 2, _PLATFORM_ID_REST)
 )
-_IBAN = re.compile(rb"aa00(?: ?[a0]{4}){2,7}(?: ?[a0]{1,3})?")
-_DATE = re.compile(rb"0000([-/.])00?\100?|00?([-/.])00?\2(?:00)?00")
+_IBAN: Final = re.compile(rb"aa00(?: ?[a0]{4}){2,7}(?: ?[a0]{1,3})?")
+_DATE: Final = re.compile(rb"0000([-/.])00?\100?|00?([-/.])00?\2(?:00)?00")
 
 
 def _platform_id_at(text: str, mask: bytes, a: int, out: set[str]) -> None:

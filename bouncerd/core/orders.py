@@ -43,26 +43,31 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Final
 
 from bouncerd.core import linkkeys, said, shapes, tokens
 
 # An injection is a paragraph or two; a marker reaches this far around itself. A preamble ("Note to
 # the assistant:") comes before the orders and a closing ("do not tell the user") after them.
-SPAN_BEFORE_CHARS = 400
-SPAN_AFTER_CHARS = 700
-MAX_FRAME_CHARS = 4000  # a frame (`<important>…</important>`) is read to its closing tag, this far at most
-MAX_SENTENCE_CHARS = 600  # a longer run without a full stop is read in pieces this long
-MAX_MARKERS_READ = 64  # markers read per text: past that the text is orders throughout anyway
-MAX_LABEL_CHARS = 60
+SPAN_BEFORE_CHARS: Final = 400
+SPAN_AFTER_CHARS: Final = 700
+MAX_FRAME_CHARS: Final = (
+    4000  # a frame (`<important>…</important>`) is read to its closing tag, this far at most
+)
+MAX_SENTENCE_CHARS: Final = 600  # a longer run without a full stop is read in pieces this long
+MAX_MARKERS_READ: Final = 64  # markers read per text: past that the text is orders throughout anyway
+MAX_LABEL_CHARS: Final = 60
 
 # Whom an injection addresses. Model names are left out on purpose: each would be one more pass over
 # every text (`GATES`).
-_AI = r"(?:ai|(?:ai|virtual|digital) assistant|assistant|ai agent|ai model)"
+_AI: Final = r"(?:ai|(?:ai|virtual|digital) assistant|assistant|ai agent|ai model)"
 # Without a plain "assistant": "if you are a teaching assistant" addresses a person.
-_AI_ONLY = r"(?:ai|(?:ai|virtual|digital) assistant|ai agent|ai model)"
+_AI_ONLY: Final = r"(?:ai|(?:ai|virtual|digital) assistant|ai agent|ai model)"
 # What makes a task the agent's own: a how-to tells its reader "your task", not "your original task".
-_OWN = r"(?:original|current|actual|main|assigned|real|previous|given|initial|user'?s?|primary)"
-_ORDERS_NOUN = r"(?:instructions?|directives?|directions?|prompts?|rules|guidelines|orders|commands|tasks?)"
+_OWN: Final = r"(?:original|current|actual|main|assigned|real|previous|given|initial|user'?s?|primary)"
+_ORDERS_NOUN: Final = (
+    r"(?:instructions?|directives?|directions?|prompts?|rules|guidelines|orders|commands|tasks?)"
+)
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ def _m(kind: str, label: str, anchors: str, pattern: str, frame_close: str | Non
 # written as patterns over words, not copied strings, matched on lowercased text. A pattern with anchors
 # is tried only where one of them starts a word, and only in a text that holds one of `GATES` (each
 # anchored pattern needs one of them); a frame opens with a literal character and is searched.
-_TABLE: tuple[Marker, ...] = (
+_TABLE: Final[tuple[Marker, ...]] = (
     _m(
         "override",
         "ignore the previous instructions",
@@ -205,7 +210,7 @@ _TABLE: tuple[Marker, ...] = (
 # The words each anchored marker needs in its text (one of them): a text holding none is read for frames
 # only, so plain prose costs a lowercasing, the frame searches and one substring test per word (each a
 # pass over the text: a word more is a few per cent of indexing speed, bench/taint.py).
-_GATES_OF = {
+_GATES_OF: Final = {
     "override": ("ignor", "disregard", "forget", "instruction"),
     "preface": ("task", "instruction"),
     "address": ("assistant", " ai", "important"),
@@ -251,17 +256,17 @@ def _has_top_level_alternation(pattern: str) -> bool:
     return False
 
 
-MARKERS: tuple[Marker, ...] = tuple(
+MARKERS: Final[tuple[Marker, ...]] = tuple(
     replace(m, gates=_GATES_OF[m.kind])
     if m.anchors
     else replace(m, opens=_opening_literal(m.pattern.pattern))
     for m in _TABLE
 )
-GATES = tuple(dict.fromkeys(g for gates in _GATES_OF.values() for g in gates))
+GATES: Final = tuple(dict.fromkeys(g for gates in _GATES_OF.values() for g in gates))
 
 # Verbs that send a destination something, or do to a value what a consequential call does (book it,
 # delete it, buy it: `consequence`): the orders must tell the agent to act on that destination or value.
-SENDING_VERBS = re.compile(
+SENDING_VERBS: Final = re.compile(
     r"\b(?:send|sending|sent|forward|forwarding|transfer|transferring|wire|wiring|pay|paying|remit|email|"
     r"e-mail|mail|emailing|post|posting|publish|share|sharing|upload|uploading|invite|inviting|add|adding|"
     r"cc|bcc|reply|message|dm|deliver|submit|visit|open|go to|navigate|fetch|create|schedule|book|change|"
@@ -269,16 +274,18 @@ SENDING_VERBS = re.compile(
     r"booking|reserve|reserving|reservation|rent|renting|buy|buying|purchase|purchasing|order|delete|"
     r"deleting|remove|removing|erase|cancel|cancelling|revoke|reset)\b"
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")  # a sentence, or a line: a bill or a list is read by line
+_SENTENCE_END: Final = re.compile(
+    r"(?<=[.!?])\s+|\n"
+)  # a sentence, or a line: a bill or a list is read by line
 
 
 # Which way a marker's orders lie: a preamble ("note to the assistant:", "ignore the previous
 # instructions", a frame) governs what follows it, from the start of its own sentence; a closing ("do not
 # tell the user", "then go back to your original task") governs what precedes it, to the end of its own
 # sentence; "the task the user gave you" is found on either side of the orders.
-_BEFORE_ONLY = frozenset({"conceal"})
-_BOTH_WAYS = frozenset({"the task the user gave you"})
-_CLOSING_LABELS = frozenset({"then go back to your original task"})
+_BEFORE_ONLY: Final = frozenset({"conceal"})
+_BOTH_WAYS: Final = frozenset({"the task the user gave you"})
+_CLOSING_LABELS: Final = frozenset({"then go back to your original task"})
 
 
 def _sentence_start(low: str, i: int) -> int:
@@ -345,7 +352,7 @@ def _load_native_substrings() -> Callable[[str, tuple[str, ...]], set[str] | Non
     return substrings_in
 
 
-_native_substrings = _load_native_substrings()
+_native_substrings: Final = _load_native_substrings()
 
 
 def markers_in(text: str) -> list[tuple[int, int, Marker]]:
@@ -475,4 +482,4 @@ def act_ordered(text: str, is_act_word: Callable[[str], bool]) -> str | None:
     return None
 
 
-_WORD = re.compile(r"[a-z][a-z0-9-]*")
+_WORD: Final = re.compile(r"[a-z][a-z0-9-]*")

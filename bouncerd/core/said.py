@@ -49,7 +49,7 @@ def _load_native_candidates() -> Callable[[str], list[str] | None] | None:
     return said_candidates
 
 
-_native_candidates = _load_native_candidates()
+_native_candidates: Final = _load_native_candidates()
 
 SAID_MARK: Final = "\x00said:"
 MAX_SAID_WORDS: Final = 4  # "the Riverside View Hotel": a name in a sentence is a few words long
@@ -63,23 +63,23 @@ SAID_KEY_CACHE_ENTRIES: Final = 8192
 
 # Each pattern starts on a rare character or is searched only where a cheap pattern found a start:
 # Python's `re` is slow on patterns whose first character is common (see bench/taint.py).
-_OPENING_QUOTES = ("'", '"', "`", "‘", "“")
+_OPENING_QUOTES: Final = ("'", '"', "`", "‘", "“")
 # No lookbehind: it would hide the quote characters the search can skip to (checked on the match).
-_QUOTED = re.compile(r"(['\"`‘“])([^'\"`‘’“”\n]{1,80}?)(['\"`’”])(?![\w'])")
+_QUOTED: Final = re.compile(r"(['\"`‘“])([^'\"`‘’“”\n]{1,80}?)(['\"`’”])(?![\w'])")
 # One pattern per id word, each starting with its literal (searched at C speed); the word boundary
 # before it is checked on the match.
-_ID_VALUE = r"[ \t]*[:=#]?[ \t]*['\"`‘“]?([a-z0-9][\w.-]{0,39})"
-_ID_REF = re.compile(r"(?:ids|id|number|num|no)\b\.?" + _ID_VALUE)  # one pass over the text
-_HASH_REF = re.compile("#" + _ID_VALUE)
+_ID_VALUE: Final = r"[ \t]*[:=#]?[ \t]*['\"`‘“]?([a-z0-9][\w.-]{0,39})"
+_ID_REF: Final = re.compile(r"(?:ids|id|number|num|no)\b\.?" + _ID_VALUE)  # one pass over the text
+_HASH_REF: Final = re.compile("#" + _ID_VALUE)
 # `\b[A-Z]…` written with the word boundary checked after the capital (`(?<!\w[A-Z])`): a pattern that
 # opens with a character class is searched by skipping to that class at C speed, one that opens with
 # `\b` is tried at every position (the whole pure scan of a non-ASCII text took ~10x as long).
-_CAPITAL_START = re.compile(r"[A-Z](?<!\w[A-Z])[A-Za-z0-9_'&-]*[ \t]+[A-Z]")
-_CAPITAL_RUN = re.compile(r"[A-Z][\w'&-]*(?:[ \t]+[A-Z][\w'&-]*)+")
-_CODE_CANDIDATE = re.compile(r"\b[A-Za-z-]*[0-9_][\w-]*", re.ASCII)
-_CODE_WORD = re.compile(r"(?=[\w-]*[A-Za-z])[\w-]{6,64}")
-_NOT_BEFORE_CODE = frozenset("@./:-")
-_NOT_AFTER_CODE = frozenset("@/-")
+_CAPITAL_START: Final = re.compile(r"[A-Z](?<!\w[A-Z])[A-Za-z0-9_'&-]*[ \t]+[A-Z]")
+_CAPITAL_RUN: Final = re.compile(r"[A-Z][\w'&-]*(?:[ \t]+[A-Z][\w'&-]*)+")
+_CODE_CANDIDATE: Final = re.compile(r"\b[A-Za-z-]*[0-9_][\w-]*", re.ASCII)
+_CODE_WORD: Final = re.compile(r"(?=[\w-]*[A-Za-z])[\w-]{6,64}")
+_NOT_BEFORE_CODE: Final = frozenset("@./:-")
+_NOT_AFTER_CODE: Final = frozenset("@/-")
 
 
 _ID_WORD_STARTS: Final = ("id", "no", "nu")  # every word of `_ID_REF` starts with one of these
@@ -130,7 +130,7 @@ def _may_start_id_word(low: str, p: int, which: int) -> bool:
 
 # A code-like word holds a digit or an underscore; the chunks (of `str.split()`) that hold one are
 # found from it, not by splitting the whole text (a string object for every word).
-_CODE_MARK = re.compile(r"[0-9_]")
+_CODE_MARK: Final = re.compile(r"[0-9_]")
 
 
 def _code_chunks(text: str) -> list[str]:
@@ -150,7 +150,7 @@ def _code_chunks(text: str) -> list[str]:
     return chunks
 
 
-_LIST_MARKS = " \t-*•·>#0123456789.):"
+_LIST_MARKS: Final = " \t-*•·>#0123456789.):"
 
 
 def _whole_line(text: str, start: int, end: int) -> bool:

@@ -97,24 +97,24 @@ from urllib.parse import unquote
 
 from bouncerd.core import fold, url
 
-MIN_KEY_CHARS = 6  # shorter tokens ("a@b.c", "x.io") collide with ordinary text too often
+MIN_KEY_CHARS: Final = 6  # shorter tokens ("a@b.c", "x.io") collide with ordinary text too often
 # "Bob", "Eve", "@hsato": a member or contact is often named shorter than any key; such a value in an
 # identity field is recorded for a directory to list (`listed_name`), never indexed as taint.
-MIN_LISTED_NAME_CHARS = 3
-_LISTED_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
-MAX_KEY_CHARS = 320  # an e-mail is at most 254 characters; longer URL keys end in a digest
-MAX_PATH_PREFIX_SEGMENTS = 3  # "host/a/b/c": enough to tell tenants of a shared host apart
-PHONE_MIN_DIGITS = 8  # shorter digit runs are dates, amounts, ids
-PHONE_MAX_DIGITS = 15  # E.164 maximum
-IBAN_MIN_CHARS = 15  # Norway's IBANs, the shortest in the registry
-IBAN_MAX_CHARS = 34  # the registry's maximum (Saint Lucia has 32, Russia 33)
-IBAN_MIN_DIGIT_RUN = 8  # every national format has a bank or account number this long; ids rarely do
-REPO_MAX_NAME = 100  # GitHub's limit for a repository name (owner names: 39)
+MIN_LISTED_NAME_CHARS: Final = 3
+_LISTED_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
+MAX_KEY_CHARS: Final = 320  # an e-mail is at most 254 characters; longer URL keys end in a digest
+MAX_PATH_PREFIX_SEGMENTS: Final = 3  # "host/a/b/c": enough to tell tenants of a shared host apart
+PHONE_MIN_DIGITS: Final = 8  # shorter digit runs are dates, amounts, ids
+PHONE_MAX_DIGITS: Final = 15  # E.164 maximum
+IBAN_MIN_CHARS: Final = 15  # Norway's IBANs, the shortest in the registry
+IBAN_MAX_CHARS: Final = 34  # the registry's maximum (Saint Lucia has 32, Russia 33)
+IBAN_MIN_DIGIT_RUN: Final = 8  # every national format has a bank or account number this long; ids rarely do
+REPO_MAX_NAME: Final = 100  # GitHub's limit for a repository name (owner names: 39)
 # Two plain words joined by "/" ("and/or", "his/her", "yes/no") are prose unless both are this long
 # ("torvalds/linux"); a name with a digit, "-", "_" or "." is never prose ("evil-org/x1").
-REPO_PLAIN_MIN_NAME = 4
+REPO_PLAIN_MIN_NAME: Final = 4
 
-DEFAULT_PORTS: dict[str, frozenset[str]] = {
+DEFAULT_PORTS: Final[dict[str, frozenset[str]]] = {
     "http": frozenset({"80"}),
     "https": frozenset({"443"}),
     "ws": frozenset({"80"}),
@@ -123,7 +123,7 @@ DEFAULT_PORTS: dict[str, frozenset[str]] = {
     "": frozenset({"80", "443"}),  # no scheme written: either web default
 }
 # Hosts whose first two path segments name a repository, and how many segments come before them.
-CODE_HOSTS: dict[str, int] = {
+CODE_HOSTS: Final[dict[str, int]] = {
     "github.com": 0,
     "gitlab.com": 0,
     "bitbucket.org": 0,
@@ -131,47 +131,47 @@ CODE_HOSTS: dict[str, int] = {
     "raw.githubusercontent.com": 0,
     "api.github.com": 1,  # api.github.com/repos/owner/repo
 }
-_IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
-_SINGLE_LABEL = re.compile(r"[^\W_][\w-]*")
-_NON_DIGITS = re.compile(r"\D+")
-_HEX_LETTERS = frozenset("abcdef")
-_DIGITS = frozenset("0123456789")
-_DIGIT_RUN = re.compile(rf"\d{{{IBAN_MIN_DIGIT_RUN}}}")
+_IPV4: Final = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+_SINGLE_LABEL: Final = re.compile(r"[^\W_][\w-]*")
+_NON_DIGITS: Final = re.compile(r"\D+")
+_HEX_LETTERS: Final = frozenset("abcdef")
+_DIGITS: Final = frozenset("0123456789")
+_DIGIT_RUN: Final = re.compile(rf"\d{{{IBAN_MIN_DIGIT_RUN}}}")
 
 # ---- shapes --------------------------------------------------------------------------------------
 
 EMAIL_LOCAL: Final = r"[\w.+'-]+"
 EMAIL_DOMAIN: Final = r"[\w-]+(?:\.[\w-]+)+"
 # One token that is exactly one address (groups: local part, domain).
-EMAIL = re.compile(rf"({EMAIL_LOCAL})@({EMAIL_DOMAIN})")
+EMAIL: Final = re.compile(rf"({EMAIL_LOCAL})@({EMAIL_DOMAIN})")
 # One argument value that is exactly one address, trailing dots allowed (asymmetry 2).
-EMAIL_DESTINATION = re.compile(rf"({EMAIL_LOCAL})@({EMAIL_DOMAIN})\.*")
+EMAIL_DESTINATION: Final = re.compile(rf"({EMAIL_LOCAL})@({EMAIL_DOMAIN})\.*")
 # Every address inside a token of output, as a whole token (asymmetry 1); possessive, so a long run
 # of local-part characters without an "@" is given up in one step.
-EMAIL_IN_TEXT = re.compile(r"(?<![\w.+'-])([\w.+'-]++)@([\w-]++(?:\.[\w-]++)++)")
+EMAIL_IN_TEXT: Final = re.compile(r"(?<![\w.+'-])([\w.+'-]++)@([\w-]++(?:\.[\w-]++)++)")
 # Every address-shaped run in a command-line argument (asymmetry 1).
-EMAIL_RUN = re.compile(rf"{EMAIL_LOCAL}@{EMAIL_DOMAIN}")
-GMAIL_HOSTS = frozenset({"gmail.com", "googlemail.com"})
+EMAIL_RUN: Final = re.compile(rf"{EMAIL_LOCAL}@{EMAIL_DOMAIN}")
+GMAIL_HOSTS: Final = frozenset({"gmail.com", "googlemail.com"})
 # One argument value that is exactly one URL, or one host with a path (asymmetry 6): groups as in
 # `URL` and `HOSTPATH`.
-URL_DESTINATION = re.compile(
+URL_DESTINATION: Final = re.compile(
     r"(?:([a-z][a-z0-9+.-]{0,15}):)?//(?:[^/?#\s]*@)?(\[[0-9a-f:.]+\]|[^/?#:\s@\[\]]*)\.*(?::(\d{0,5}))?"
     r"([^?#\s]*)(?:\?([^#\s]*))?(?:#(\S*))?",
     re.IGNORECASE,
 )
-HOSTPATH_DESTINATION = re.compile(
+HOSTPATH_DESTINATION: Final = re.compile(
     r"([\w-]+(?:\.[\w-]+)+)\.*(?::(\d{1,5}))?(/[^?#\s]*)?(?:\?([^#\s]*))?(?:#(\S*))?"
 )
 # The key of an e-mail address's domain as a host: `@evil.example`. No other key starts with "@" (a
 # handle is keyed without its sigil), so a send to another mailbox at the domain never probes it.
 DOMAIN_PREFIX: Final = "@"
-URL = re.compile(
+URL: Final = re.compile(
     r"(?:([a-z][a-z0-9+.-]{0,15}):)?//(?:[^/?#\s]*@)?(\[[0-9a-f:.]+\]|[\w.-]*)(?::(\d{0,5}))?"
     r"([^?#\s]*)(?:\?([^#\s]*))?(?:#(\S*))?"
 )
 # A host starts a chunk, or follows a word and a colon with no space (`website:evil.example`, and
 # `https:evil.example` or `https:/evil.example`, which WHATWG reads as `https://evil.example`).
-HOSTPATH = re.compile(
+HOSTPATH: Final = re.compile(
     r"(?:(?<![\w@.:/-])|(?<=[^\W_]:)|(?<=[^\W_]:/))([\w-]++(?:\.[\w-]++)++)(?::(\d{1,5}))?(?![\w@-])(/[^?#\s]*)?(?:\?([^#\s]*))?(?:#(\S*))?"
 )
 # A sigil at the chunk's start or after a character that cannot end a local part, a path, an entity or
@@ -180,10 +180,10 @@ HOSTPATH = re.compile(
 # ---- IP literals -----------------------------------------------------------------------------------
 
 
-IPV4_MAX_DECIMAL_DIGITS = 10  # 4294967295, the largest IPv4 number
-_HEX_NUMBER = re.compile(r"[0-9a-f]*")
-_OCTAL_NUMBER = re.compile(r"[0-7]+")
-_DECIMAL_NUMBER = re.compile(r"[0-9]+")
+IPV4_MAX_DECIMAL_DIGITS: Final = 10  # 4294967295, the largest IPv4 number
+_HEX_NUMBER: Final = re.compile(r"[0-9a-f]*")
+_OCTAL_NUMBER: Final = re.compile(r"[0-7]+")
+_DECIMAL_NUMBER: Final = re.compile(r"[0-9]+")
 
 
 def _ipv4_part(part: str) -> int | None:
@@ -236,7 +236,7 @@ def ipv6_keys(literal: str) -> list[str]:
     return keys
 
 
-_MAPPED_IPV4 = re.compile(r"\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]")
+_MAPPED_IPV4: Final = re.compile(r"\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]")
 
 
 # ---- keys of one token -----------------------------------------------------------------------------
@@ -417,12 +417,12 @@ def iban_shaped_key(token: str) -> str | None:
     return compact
 
 
-_REPO = re.compile(
+_REPO: Final = re.compile(
     rf"([a-z0-9][a-z0-9_-]{{0,{REPO_MAX_NAME - 1}}})/([a-z0-9][a-z0-9_.-]{{0,{REPO_MAX_NAME - 1}}})"
 )
-_PLAIN_NAME = re.compile(r"[a-z]+")
+_PLAIN_NAME: Final = re.compile(r"[a-z]+")
 # "text/html", "multipart/form-data": media types, not repositories
-MEDIA_TYPES = frozenset(
+MEDIA_TYPES: Final = frozenset(
     {"application", "audio", "font", "image", "message", "model", "multipart", "text", "video"}
 )
 

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from itertools import pairwise
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -107,22 +107,24 @@ __all__ = [
     "parse_structured",
 ]
 
-MAX_SEAM_SCOPES = 4096  # scopes whose last tail is kept (least recently used out): about 2 MB
-MAX_IDENTITY_VALUE_CHARS = 320  # a longer value in an identity field is prose, treated as free text
-MAX_YAML_CHARS = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
-MAX_FIELD_PATH_CHARS = 200  # deeper paths are cut: nesting must not cost quadratic memory
-MAX_FIELD_NAME_WORDS = 4  # "Reply To", "Sent On Behalf Of": field names; a longer one is prose
-MAX_BLOB_CHARS = 4 * 1024 * 1024  # resource blobs larger than this are not decoded as text
+MAX_SEAM_SCOPES: Final = 4096  # scopes whose last tail is kept (least recently used out): about 2 MB
+MAX_IDENTITY_VALUE_CHARS: Final = 320  # a longer value in an identity field is prose, treated as free text
+MAX_YAML_CHARS: Final = 65_536  # libyaml parses ~10 MB/s; larger YAML-looking text is read as plain text
+MAX_FIELD_PATH_CHARS: Final = 200  # deeper paths are cut: nesting must not cost quadratic memory
+MAX_FIELD_NAME_WORDS: Final = 4  # "Reply To", "Sent On Behalf Of": field names; a longer one is prose
+MAX_BLOB_CHARS: Final = 4 * 1024 * 1024  # resource blobs larger than this are not decoded as text
 # A text shorter than this cannot hold a marker, a sending verb and a destination: not read for orders.
-MIN_ORDERS_TEXT_CHARS = 40
+MIN_ORDERS_TEXT_CHARS: Final = 40
 
-_YAML_LOADER: Any = textrecords.UniqueKeyLoader  # a repeated key would hide a value: not read as YAML
-_UNIQUE_KEYS_JSON = json.JSONDecoder(object_pairs_hook=textrecords.unique_pairs)  # nor as JSON (built once)
+_YAML_LOADER: Final[Any] = textrecords.UniqueKeyLoader  # a repeated key would hide a value: not read as YAML
+_UNIQUE_KEYS_JSON: Final = json.JSONDecoder(
+    object_pairs_hook=textrecords.unique_pairs
+)  # nor as JSON (built once)
 
 # Field-name parts that mark a field as naming a party (a person, account, channel) rather than
 # carrying prose. A field is classified by its last classified part: `sender_email` is identity,
 # `email_body` is free text; an unclassified field inherits from its parent (`from.name`).
-IDENTITY_PARTS = frozenset(
+IDENTITY_PARTS: Final = frozenset(
     [
         "sender", "senders", "from", "to", "cc", "bcc", "reply", "replyto", "recipient", "recipients",
         "participant", "participants", "email", "emails", "mail", "address", "addresses", "owner",
@@ -134,7 +136,7 @@ IDENTITY_PARTS = frozenset(
         "mentions",
     ]
 )  # fmt: skip
-FREE_TEXT_PARTS = frozenset(
+FREE_TEXT_PARTS: Final = frozenset(
     [
         "body", "bodies", "description", "descriptions", "content", "contents", "text", "texts",
         "message", "messages", "subject", "note", "notes", "comment", "comments", "summary", "snippet",
@@ -156,7 +158,7 @@ class Source:
 
 # ---- field classification --------------------------------------------------------------------------
 
-_NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_NAME_PARTS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
 @lru_cache(maxsize=4096)
@@ -178,33 +180,60 @@ def field_is_identity(name: str) -> bool | None:
 
 # ---- extraction ------------------------------------------------------------------------------------
 
-_SPACES = re.compile(r"\s+")
-_YAML_START = re.compile(r"(?:---|- |[\w\"'][^:\n]{0,80}:(?:[ \t]|$))", re.M)
+_SPACES: Final = re.compile(r"\s+")
+_YAML_START: Final = re.compile(r"(?:---|- |[\w\"'][^:\n]{0,80}:(?:[ \t]|$))", re.M)
 # A top-level line that is not a key, a list item, a comment or a document marker: not a YAML mapping
 # (a mail with a header block and a body, say). Checked before paying for a YAML parse.
-_NOT_YAML_LINE = re.compile(r"^(?![ \t]|\r?$|#|---|\.\.\.|- |-\r?$|[^\s:#][^:\n]*:(?:[ \t]|\r?$)).", re.M)
+_NOT_YAML_LINE: Final = re.compile(
+    r"^(?![ \t]|\r?$|#|---|\.\.\.|- |-\r?$|[^\s:#][^:\n]*:(?:[ \t]|\r?$)).", re.M
+)
+# What a top-level line of a YAML mapping may open with besides a key (`_NOT_YAML_LINE`'s alternatives
+# that need no colon): indentation, a comment, a document marker, a list item.
+_YAML_LINE_OPENINGS: Final = (" ", "\t", "#", "---", "...", "- ")
+_EMPTY_YAML_LINES: Final = ("", "\r", "-", "-\r")
+
+
+def _has_not_yaml_line(s: str) -> bool:
+    """`_NOT_YAML_LINE.search(s) is not None`, a line at a time: only a line with a colon can be a key,
+    so a line without one (most of a mail's body) is judged by how it opens, never scanned by the
+    regex for a colon; a line with one is matched by the regex where it starts."""
+    p, n = 0, len(s)
+    while True:
+        e = s.find("\n", p)
+        if e < 0:
+            e = n
+        if s.find(":", p, e) >= 0:
+            if _NOT_YAML_LINE.match(s, p) is not None:
+                return True
+        else:
+            line = s[p:e]
+            if line not in _EMPTY_YAML_LINES and not line.startswith(_YAML_LINE_OPENINGS):
+                return True
+        if e >= n:
+            return False
+        p = e + 1
 
 
 class _Collector:
-    """The strings of one output in document order, each with its field and class (`sight`), then their
-    keys with provenance, free-text sightings preferred (`records`)."""
+    """The strings of one output in document order, each with its field and class (`sightings`), then
+    their keys with provenance, free-text sightings preferred (`records`)."""
 
-    __slots__ = ("mirror", "sight", "sightings", "source")
+    __slots__ = ("mirror", "sightings", "source")
 
     def __init__(self, source: Source) -> None:
         self.source = source
-        self.sightings: list[tuple[str, str | None, bool]] = []  # (text, field, identity)
-        self.sight = self.sightings.append  # a C call per string: walkers call it for every value
+        # (text, field, identity): walkers append to it directly (compiled, a C call; a bound method
+        # or a function held in a variable is called through Python's generic call)
+        self.sightings: list[tuple[str, str | None, bool]] = []
         self.mirror: Any = None  # structuredContent, which text items often repeat as JSON
 
     def records(self) -> list[TokenRecord]:
-        found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # text -> keys, domain keys
+        # text -> keys, and domain keys (None until a free-text sighting of the text wants them)
+        found: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {}
         said_of: dict[str, tuple[str, ...]] = {}  # text -> said keys (a text repeats: a subject, a quote)
         orders_of: dict[str, dict[str, str]] = {}  # text -> its keys inside orders to the agent (`orders`)
         provs: dict[tuple[str | None, bool | str], Provenance] = {}  # (field, identity or orders marker)
         keys: dict[str, Provenance] = {}
-        get = keys.get
-        key_tuple = tokens.key_tuple
         parties = self._parties(found)
         for text, field, identity in self.sightings:
             if identity and MIN_LISTED_NAME_CHARS <= len(text) <= MIN_DESTINATION_CHARS:
@@ -219,13 +248,18 @@ class _Collector:
                 continue
             both = found.get(text)
             if both is None:
-                got = key_tuple(text)
+                got = tokens.key_tuple(text)
                 if "/" in text or linkkeys.may_encode_link(text):  # a link, maybe encoded, maybe alone
                     got = (*got, *linkkeys.exact_url_keys(text))
-                both = found[text] = (got, domain_keys(got) if got else ())
+                both = found[text] = (got, None)
             got = both[0]
-            if both[1] and not identity:
-                got = (*got, *both[1])  # a planted address's domain is a planted host
+            if got and not identity:
+                domains = both[1]
+                if domains is None:
+                    domains = domain_keys(got)
+                    found[text] = (got, domains)
+                if domains:
+                    got = (*got, *domains)  # a planted address's domain is a planted host
             if not identity:
                 dictated = said_of.get(text)
                 if dictated is None:
@@ -268,16 +302,18 @@ class _Collector:
                         (field, True),
                         provenance(prov.server, prov.tool, prov.request_id, prov.ts, field, True, None),
                     )
-                old = get(key)
+                old = keys.get(key)
                 if (
                     old is None
                     or (old.identity and not chosen.identity)
                     or (chosen.orders is not None and old.orders is None and not chosen.identity)
                 ):
                     keys[key] = chosen
-        return list(map(_as_record, keys.items()))
+        return as_records(keys)
 
-    def _parties(self, found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> dict[str, set[str]]:
+    def _parties(
+        self, found: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]]
+    ) -> dict[str, set[str]]:
         """The identity keys of each object of the output (`_object_of` its field): an address in a
         message's free text that is that same message's sender or participant is read as the party it
         is. An attacker gains nothing by it: the sender field alone already makes the address asked
@@ -296,12 +332,34 @@ def _object_of(field: str | None) -> str:
     a top-level field or a text item's header block to the output itself."""
     if not field:
         return ""
-    head = field.split(".", 1)[0]
-    return head if "[" in head or "." in field else ""
+    dot = field.find(".")
+    if dot < 0:
+        return field if "[" in field else ""
+    return field[:dot]
 
 
 # `TokenRecord(k, p)` runs the generated Python `__new__`; building the tuple subclass directly is C.
-_as_record: Callable[[tuple[str, Provenance]], TokenRecord] = partial(tuple.__new__, TokenRecord)
+_as_record: Final[Callable[[tuple[str, Provenance]], TokenRecord]] = partial(tuple.__new__, TokenRecord)
+
+
+def _load_native_pairs_as() -> Callable[[type[TokenRecord], dict[str, Provenance]], list[TokenRecord]] | None:
+    """The records of a dict of keys made in C (`_scan.pairs_as`: no call through `tuple.__new__` a key),
+    built with the compiled scanner (bouncerd/native.py decides if it loads)."""
+    try:
+        from bouncerd.core._scan import pairs_as
+    except ImportError:
+        return None
+    return pairs_as
+
+
+_native_pairs_as: Final = _load_native_pairs_as()
+
+
+def as_records(keys: dict[str, Provenance]) -> list[TokenRecord]:
+    """`[TokenRecord(k, p) for k, p in keys.items()]`, in C when the compiled build runs."""
+    if _native_pairs_as is not None:
+        return _native_pairs_as(TokenRecord, keys)
+    return list(map(_as_record, keys.items()))
 
 
 def _whole_value(text: str) -> str:
@@ -328,7 +386,7 @@ def parse_structured(text: str) -> Any | None:
             value = _UNIQUE_KEYS_JSON.decode(s)
         except (ValueError, RecursionError):
             value = None
-    elif len(s) <= MAX_YAML_CHARS and _YAML_START.match(s) and not _NOT_YAML_LINE.search(s):
+    elif len(s) <= MAX_YAML_CHARS and _YAML_START.match(s) and not _has_not_yaml_line(s):
         try:
             value = yaml.load(s, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader (C or Python)
         except (yaml.YAMLError, RecursionError, ValueError, TypeError):
@@ -342,12 +400,11 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
     Values that cannot hold a key (None, booleans, strings shorter than a key) are not stacked."""
     stack: list[tuple[Any, str, bool]] = [(value, "", False)]
     seen: set[int] = set()  # YAML aliases share objects: walk each container once
-    sight = collector.sight
-    push = stack.append
+    sightings = collector.sightings
     while stack:
         node, path, identity = stack.pop()
         if isinstance(node, str):
-            sight((node, path or None, identity))
+            sightings.append((node, path or None, identity))
         elif isinstance(node, dict):
             if id(node) in seen:
                 continue
@@ -358,14 +415,14 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
             for k, v in node.items():
                 name = k if type(k) is str else str(k)
                 if len(name) >= MIN_DESTINATION_CHARS:
-                    sight((name, field, identity))
+                    sightings.append((name, field, identity))
                 if v is None or v is True or v is False:
                     continue
                 if type(v) is str and len(v) < MIN_DESTINATION_CHARS:
                     # too short for a key, but a directory lists a short name ("Bob") in a party field
                     short_cls = field_is_identity(name) if len(v) >= MIN_LISTED_NAME_CHARS else False
                     if short_cls is True or (short_cls is None and identity):
-                        sight((v, path if deep else f"{path}.{name}" if path else name, True))
+                        sightings.append((v, path if deep else f"{path}.{name}" if path else name, True))
                     continue
                 cls = field_is_identity(name)
                 if cls is None and identity:
@@ -385,15 +442,15 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
                     continue
                 if type(v) is str and len(v) < MIN_DESTINATION_CHARS:
                     if identity and len(v) >= MIN_LISTED_NAME_CHARS:  # `members: ["Bob", "Eve"]`
-                        sight((v, path if deep else f"{path}[{i}]", True))
+                        sightings.append((v, path if deep else f"{path}[{i}]", True))
                     continue
-                push((v, path if deep else f"{path}[{i}]", identity))
+                stack.append((v, path if deep else f"{path}[{i}]", identity))
         elif node is not None and not isinstance(node, bool):
-            sight((str(node), path or None, identity))
+            sightings.append((str(node), path or None, identity))
 
 
 # `Alice Smith <alice@x.example>`: a display name and one address, a destination by itself.
-_NAME_AND_ADDRESS = re.compile(r"[^<>\n]{0,80}<[^<>\s]+>")
+_NAME_AND_ADDRESS: Final = re.compile(r"[^<>\n]{0,80}<[^<>\s]+>")
 
 
 def _inherits_identity(value: Any) -> bool:
@@ -415,8 +472,7 @@ def _text_item(text: str, collector: _Collector) -> None:
     if parsed is not None and text.lstrip()[:1] not in "{[" and textrecords.is_header_mapping(parsed):
         listing = textrecords.read(text, field_is_identity)  # a header block that is also YAML
         if listing is not None:
-            for sighting in listing:
-                collector.sight(sighting)
+            collector.sightings.extend(listing)
             return
     if parsed is not None:
         if collector.mirror is None or parsed != collector.mirror:  # a mirror has the same keys and paths
@@ -424,10 +480,9 @@ def _text_item(text: str, collector: _Collector) -> None:
         return
     listing = textrecords.read(text, field_is_identity)
     if listing is not None:
-        for sighting in listing:
-            collector.sight(sighting)
+        collector.sightings.extend(listing)
         return
-    collector.sight((text, None, False))
+    collector.sightings.append((text, None, False))
 
 
 def _blob_text(blob: Any) -> str | None:
@@ -442,7 +497,7 @@ def _block_seams(content: list[Any], collector: _Collector) -> None:
     `SEAM_CHARS` on either side and at most the two blocks, so seams add at most twice the text."""
     texts = text_items(content)
     for left, right in pairwise(texts):
-        collector.sight((left[-SEAM_CHARS:] + right[:SEAM_CHARS], None, False))
+        collector.sightings.append((left[-SEAM_CHARS:] + right[:SEAM_CHARS], None, False))
 
 
 def _walk_message(payload: Any, collector: _Collector) -> None:
@@ -450,7 +505,7 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
     while stack:
         node = stack.pop()
         if isinstance(node, str):
-            collector.sight((node, None, False))
+            collector.sightings.append((node, None, False))
         elif isinstance(node, list):
             stack.extend(node)
         elif isinstance(node, dict):
@@ -460,7 +515,7 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
             for k, v in node.items():
                 name = k if type(k) is str else str(k)
                 if len(name) >= MIN_DESTINATION_CHARS:
-                    collector.sight((name, None, False))
+                    collector.sightings.append((name, None, False))
                 if k == "content" and type(v) is list and len(v) > 1:
                     _block_seams(v, collector)
                 if k == "structuredContent":
@@ -476,7 +531,7 @@ def _walk_message(payload: Any, collector: _Collector) -> None:
                 else:
                     stack.append(v)
         elif node is not None and not isinstance(node, bool):
-            collector.sight((str(node), None, False))
+            collector.sightings.append((str(node), None, False))
 
 
 def extract(payload: Any, source: Source) -> list[TokenRecord]:
@@ -521,7 +576,7 @@ class Seams:
     @staticmethod
     def _read_cut(previous: str, head: str, source: Source) -> list[TokenRecord]:
         collector = _Collector(source)
-        collector.sight((previous + head, None, False))
+        collector.sightings.append((previous + head, None, False))
         found = collector.records()
         if not found:
             return found

@@ -25,10 +25,10 @@ from bouncerd.core.taint_index import TokenRecord
 
 # An address cut between two text blocks, or between two consecutive outputs of one server, is read
 # from this many characters on each side of the cut (an e-mail address has at most 254).
-SEAM_CHARS = 256
+SEAM_CHARS: Final = 256
 # Distinct cuts whose reading is kept per `Seams` (least recently stored out): a repeated output's cut
 # is one entry; each is at most 2 x SEAM_CHARS characters and its keys, so a few hundred KB in all.
-MAX_CUT_READINGS = 128
+MAX_CUT_READINGS: Final = 128
 
 # What one cut read: each key once, in the order read, with the orders marker it was seen under.
 CutReading = tuple[tuple[str, str | None], ...]
@@ -142,12 +142,12 @@ def output_edges(payload: Any) -> tuple[str, str]:
     return texts[0][:SEAM_CHARS], texts[-1][-SEAM_CHARS:]
 
 
-_TEXT_VALUE = re.compile(r'"text"\s*:\s*(?=")')
-_RAW_TEXT_VALUE = re.compile(rb'"text"\s*:\s*(?=")')
-_DECODER = json.JSONDecoder()
-SEAM_WINDOW_BYTES = 64 * 1024  # a text string's first 256 characters take at most 256 x 12 bytes
-MAX_RAW_TEXT_PROBES = 8
-MAX_ESCAPE_CHARS = 12  # the longest JSON escape a window can cut: a surrogate pair, \ud83d\ude00
+_TEXT_VALUE: Final = re.compile(r'"text"\s*:\s*(?=")')
+_RAW_TEXT_VALUE: Final = re.compile(rb'"text"\s*:\s*(?=")')
+_DECODER: Final = json.JSONDecoder()
+SEAM_WINDOW_BYTES: Final = 64 * 1024  # a text string's first 256 characters take at most 256 x 12 bytes
+MAX_RAW_TEXT_PROBES: Final = 8
+MAX_ESCAPE_CHARS: Final = 12  # the longest JSON escape a window can cut: a surrogate pair, \ud83d\ude00
 
 
 def _last_text(text: str) -> str:

@@ -34,22 +34,22 @@ import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from bouncerd.core import canon, linkkeys, shapes
 from bouncerd.core.model import Provenance
 from bouncerd.core.shapes import DOMAIN_PREFIX
 
-MIN_DESTINATION_CHARS = shapes.MIN_KEY_CHARS  # shorter destinations are never tainted
-MAX_PARENT_LABELS = 12  # labels of a host read for planted parent domains (a DNS name has at most 127)
+MIN_DESTINATION_CHARS: Final = shapes.MIN_KEY_CHARS  # shorter destinations are never tainted
+MAX_PARENT_LABELS: Final = 12  # labels of a host read for planted parent domains (a DNS name has at most 127)
 # About 165 bytes a key (the key string, its dict slot, a share of a provenance), so ~330 MB at the
 # bound, reached after roughly 600 MB of mail-like output in one scope. Past it the oldest are evicted.
-MAX_KEYS = 2_000_000
-EVICT_BATCH_DIVISOR = 16  # evict 1/16 of the keys at once: dict front-deletion is cheap only in bulk
-EVICTED_FILTER_BITS = 1 << 27  # 16 MiB per index, allocated only once something is evicted
-EVICTED_FILTER_HASHES = 7  # optimal for ~1% false positives at EVICTED_FILTER_CAPACITY
-EVICTED_FILTER_CAPACITY = 14_000_000  # m·ln²2/ln(100): keys at which false positives reach ~1%
-MAX_INTERNED = 65_536  # distinct provenances remembered for sharing; clearing only loses sharing
+MAX_KEYS: Final = 2_000_000
+EVICT_BATCH_DIVISOR: Final = 16  # evict 1/16 of the keys at once: dict front-deletion is cheap only in bulk
+EVICTED_FILTER_BITS: Final = 1 << 27  # 16 MiB per index, allocated only once something is evicted
+EVICTED_FILTER_HASHES: Final = 7  # optimal for ~1% false positives at EVICTED_FILTER_CAPACITY
+EVICTED_FILTER_CAPACITY: Final = 14_000_000  # m·ln²2/ln(100): keys at which false positives reach ~1%
+MAX_INTERNED: Final = 65_536  # distinct provenances remembered for sharing; clearing only loses sharing
 
 
 class TokenRecord(NamedTuple):
@@ -194,13 +194,12 @@ class TaintIndex:
     def add(self, records: Iterable[TokenRecord]) -> int:
         """Record keys (from `extract`, or replayed from the journal); returns how many were new."""
         live = self._live
-        get = live.get
         room = self.max_keys - len(live)  # new keys before the next eviction
         added = 0
         last_in: Provenance | None = None
         shared: Provenance  # the interned `last_in`, set with it
         for key, prov in records:
-            old = get(key)
+            old = live.get(key)  # (compiled: a C call, not a call through a bound method)
             if old is None:
                 if len(key) < MIN_DESTINATION_CHARS:
                     continue  # (never live: only this method adds keys)

@@ -51,47 +51,47 @@ import csv
 import re
 from collections.abc import Callable
 from functools import partialmethod
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
-Sighting = tuple[str, str | None, bool]  # (text, field path, identity), as `taint._Collector.sight` takes
+Sighting = tuple[str, str | None, bool]  # (text, field path, identity), as `taint._Collector.sightings` holds
 
-MAX_RECORD_TEXT_CHARS = 1024 * 1024  # a larger text is read as one free text: a parse per line costs
-MAX_RECORDS = 2000  # listings print pages; a text with more is not a listing of records
-MAX_HEADER_LINES = 64  # a header block longer than this is not a header block (as `taint`)
-PROBE_CHARS = 2048  # where a listing must show its first field line naming a party, or CSV header
-MAX_FIELD_LINE_HEAD = 56  # `- **Sender Email Address**:` and markup: a colon further in is prose
-MAX_PARTY_WORDS = 8  # "Dr. Anna Maria de la Cruz Lopez": a name; "please write to …": prose
-MAX_NAME_WORDS = 4  # as `taint.MAX_FIELD_NAME_WORDS`: a longer "name:" is a sentence, not a field
+MAX_RECORD_TEXT_CHARS: Final = 1024 * 1024  # a larger text is read as one free text: a parse per line costs
+MAX_RECORDS: Final = 2000  # listings print pages; a text with more is not a listing of records
+MAX_HEADER_LINES: Final = 64  # a header block longer than this is not a header block (as `taint`)
+PROBE_CHARS: Final = 2048  # where a listing must show its first field line naming a party, or CSV header
+MAX_FIELD_LINE_HEAD: Final = 56  # `- **Sender Email Address**:` and markup: a colon further in is prose
+MAX_PARTY_WORDS: Final = 8  # "Dr. Anna Maria de la Cruz Lopez": a name; "please write to …": prose
+MAX_NAME_WORDS: Final = 4  # as `taint.MAX_FIELD_NAME_WORDS`: a longer "name:" is a sentence, not a field
 
 # Free-text fields that precede a sender in ordinary headers ("Subject:" before "From:"): one line by
 # nature, unlike a body, so a record whose identity follows one of these is still read.
-_MAY_PRECEDE_IDENTITY = frozenset(["subject", "title", "summary"])
+_MAY_PRECEDE_IDENTITY: Final = frozenset(["subject", "title", "summary"])
 
-_HEADING = re.compile(r"[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*")
-_HEADING_SEARCH = re.compile(r"\n[ \t]{0,3}#{1,6}[ \t]+\S")  # in "\n" + text: skips to line starts
-_RULE = re.compile(r"[ \t]{0,3}(?:-[ \t]*){3,}|[ \t]{0,3}(?:\*[ \t]*){3,}|[ \t]{0,3}(?:_[ \t]*){3,}")
+_HEADING: Final = re.compile(r"[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*")
+_HEADING_SEARCH: Final = re.compile(r"\n[ \t]{0,3}#{1,6}[ \t]+\S")  # in "\n" + text: skips to line starts
+_RULE: Final = re.compile(r"[ \t]{0,3}(?:-[ \t]*){3,}|[ \t]{0,3}(?:\*[ \t]*){3,}|[ \t]{0,3}(?:_[ \t]*){3,}")
 # A field line: `- **From**: v`, `**From:** v`, `* from: v`, `From: v` (prefix, name, colon and marks)
-_PREFIX = r"[ \t]{0,3}(?:[-*+][ \t]+)?(?:\*\*|__)?"
-_NAME = r"[A-Za-z][A-Za-z0-9 _.-]{0,40}?"
-_COLON = r"(?:\*\*|__)?[ \t]*:(?:\*\*|__)?"
-_FIELD = re.compile(f"({_PREFIX})({_NAME})({_COLON})(?:[ \t]+(.*)|[ \t]*)")
-_FIELD_START = re.compile(f"{_PREFIX}({_NAME}){_COLON}(?:[ \t]|$)")
-_NEXT_BLOCK = re.compile(f"\n[ \t]*\r?\n{_PREFIX}{_NAME}{_COLON}")  # a blank line, then a field line
-_HEADER_LINE = re.compile(r"([A-Za-z][A-Za-z0-9 _-]{0,40}):[ \t]*(.*)")  # a mail header: `Reply-To: …`
-_KEYISH = re.compile(r"[.\d]")
-_CSV_NAME = re.compile(r"[A-Za-z][A-Za-z0-9 _.-]{0,40}")
-_CSV_HEADER = re.compile(
+_PREFIX: Final = r"[ \t]{0,3}(?:[-*+][ \t]+)?(?:\*\*|__)?"
+_NAME: Final = r"[A-Za-z][A-Za-z0-9 _.-]{0,40}?"
+_COLON: Final = r"(?:\*\*|__)?[ \t]*:(?:\*\*|__)?"
+_FIELD: Final = re.compile(f"({_PREFIX})({_NAME})({_COLON})(?:[ \t]+(.*)|[ \t]*)")
+_FIELD_START: Final = re.compile(f"{_PREFIX}({_NAME}){_COLON}(?:[ \t]|$)")
+_NEXT_BLOCK: Final = re.compile(f"\n[ \t]*\r?\n{_PREFIX}{_NAME}{_COLON}")  # a blank line, then a field line
+_HEADER_LINE: Final = re.compile(r"([A-Za-z][A-Za-z0-9 _-]{0,40}):[ \t]*(.*)")  # a mail header: `Reply-To: …`
+_KEYISH: Final = re.compile(r"[.\d]")
+_CSV_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9 _.-]{0,40}")
+_CSV_HEADER: Final = re.compile(
     r"[ \t]*[A-Za-z][A-Za-z0-9 _.-]{0,40}(?:,[ \t]*[A-Za-z][A-Za-z0-9 _.-]{0,40})+\r?(?:\n|$)"
 )
 # One party: an address in angle brackets after a name, one token, or a few words (no address, and not
 # an address spelled out: `eve at evil dot com`).
-_ANGLE = re.compile(r"\"?[^\"<>@\n]{0,80}\"?[ \t]*<[^<>\s]{1,254}>")
-_TOKEN = re.compile(r"[^\s<>\"]{1,254}")
-_WORDS = re.compile(rf"[\w.'’()+-]+(?:[ \t]+[\w.'’()+-]+){{0,{MAX_PARTY_WORDS - 1}}}")
-_SPELLED = re.compile(r"(?i)(?:^|[\s(\[])(?:at|dot)(?:$|[\s)\]])")
-_PARTS = re.compile(r"[,;]")
+_ANGLE: Final = re.compile(r"\"?[^\"<>@\n]{0,80}\"?[ \t]*<[^<>\s]{1,254}>")
+_TOKEN: Final = re.compile(r"[^\s<>\"]{1,254}")
+_WORDS: Final = re.compile(rf"[\w.'’()+-]+(?:[ \t]+[\w.'’()+-]+){{0,{MAX_PARTY_WORDS - 1}}}")
+_SPELLED: Final = re.compile(r"(?i)(?:^|[\s(\[])(?:at|dot)(?:$|[\s)\]])")
+_PARTS: Final = re.compile(r"[,;]")
 
 
 def is_party(value: str) -> bool:
@@ -99,11 +99,11 @@ def is_party(value: str) -> bool:
     `@alice`, `+1 555 0100`, `Alice Hart`. Prose with an address in it is not."""
     if "\n" in value or not value.strip():
         return False
-    for part in _PARTS.split(value):
+    for part in _PARTS.split(value) if "," in value or ";" in value else (value,):
         part = part.strip()
         if not part:
             continue
-        if _ANGLE.fullmatch(part) or _TOKEN.fullmatch(part):
+        if ("<" in part and _ANGLE.fullmatch(part)) or _TOKEN.fullmatch(part):  # (`_ANGLE` needs a "<")
             continue
         if _WORDS.fullmatch(part) and not _SPELLED.search(part):
             continue
@@ -132,7 +132,7 @@ def _csv_header(text: str) -> bool:
     return _CSV_HEADER.match(text, start) is not None
 
 
-_YamlBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YamlBase: Final[type[yaml.SafeLoader]] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _construct_unique_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -147,7 +147,7 @@ def _construct_unique_mapping(loader: Any, node: yaml.MappingNode, deep: bool = 
 # one overrides. The text is then read as text, every value of it seen. Built with `type` and its
 # method bound by `partialmethod`: this module is compiled (bouncerd/native.py), and a compiled class
 # cannot derive from libyaml's C loader; a compiled function does not bind as a method by itself.
-UniqueKeyLoader: type[yaml.SafeLoader] = type(
+UniqueKeyLoader: Final[type[yaml.SafeLoader]] = type(
     "UniqueKeyLoader",
     (_YamlBase,),
     {"__module__": __name__, "construct_mapping": partialmethod(_construct_unique_mapping)},
@@ -247,7 +247,9 @@ def _split(lines: list[str], headed: bool) -> tuple[list[str], list[_Record]]:
                 current.prose.append(heading.group(1))
             after_blank = last_was_field = False
             continue
-        m = _FIELD.fullmatch(line) if ":" in line[:MAX_FIELD_LINE_HEAD] else None  # prose: no regex
+        # Prose: no regex. The colon a field line's name ends at is its first, and no "@" comes before it.
+        colon = line.find(":", 0, MAX_FIELD_LINE_HEAD)
+        m = _FIELD.fullmatch(line) if colon >= 0 and line.find("@", 0, colon) < 0 else None
         if m is not None and len(m.group(2).split()) > MAX_NAME_WORDS:
             m = None
         if m is not None and style is not None and (m.group(1), m.group(3)) != style:

@@ -80,9 +80,9 @@ def _load_native_anchors() -> Callable[[bytes], list[int]] | None:
     return anchors
 
 
-_native_anchors = _load_native_anchors()
+_native_anchors: Final = _load_native_anchors()
 
-_HAS_DIGIT = re.compile(r"\d")
+_HAS_DIGIT: Final = re.compile(r"\d")
 
 
 # ---- the tokenizer ---------------------------------------------------------------------------------
@@ -90,8 +90,8 @@ _HAS_DIGIT = re.compile(r"\d")
 # Byte mask of a folded text (non-ASCII characters count as word characters, "?" after encoding):
 #   " " delimiters (whitespace, brackets, quotes, , ;)   "0" digits   "a" letters and "_"
 #   "@" "." "#" "-" "/" "+" ":" themselves               "C" ASCII control characters   "w" the rest
-_DELIMITERS = b' \t\n\r\x0b\x0c<>"`(){}[]|\\^,;'
-_KEEP = b"@.#-/+:"
+_DELIMITERS: Final = b' \t\n\r\x0b\x0c<>"`(){}[]|\\^,;'
+_KEEP: Final = b"@.#-/+:"
 
 
 def _mask_byte(c: int) -> int:
@@ -108,7 +108,7 @@ def _mask_byte(c: int) -> int:
     return ord("w")
 
 
-_MASK = bytes(_mask_byte(c) for c in range(256))
+_MASK: Final = bytes(_mask_byte(c) for c in range(256))
 # Mask bytes tested for with `in` as ints: `byte in mask` is one memchr, while `b"." in mask` first
 # tries the operand as an int and pays for a TypeError before it searches.
 _DOT_BYTE: Final = ord(".")
@@ -119,22 +119,22 @@ _CONTROL_BYTE: Final = ord("C")
 # Anchors in the mask: "@" before a non-delimiter (found by `_positions`, `_AT` past the loop limit), a
 # "." before a token character, "#" before a word character, and a ":" before "//" (a URL), before ":"
 # or before three more IPv6 groups (an IPv6 address: a time such as "10:00:00" is not one).
-_AT = re.compile(rb"@")
-_DOT_ANCHOR = re.compile(rb"\.[^ .]")
-_HASH_ANCHOR = re.compile(rb"#[a0w]")
-_COLON_ANCHOR = re.compile(rb":(?://|:|[0a]{1,4}:[0a]{1,4}:[0a]{1,4}:)")
-_EDGE = ".:!?*'~=-"
-_IP_EDGE = ".!?*'~=-"  # an IPv6 address can begin or end with "::"
-IPV6_MAX_CHARS = 45  # ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255
+_AT: Final = re.compile(rb"@")
+_DOT_ANCHOR: Final = re.compile(rb"\.[^ .]")
+_HASH_ANCHOR: Final = re.compile(rb"#[a0w]")
+_COLON_ANCHOR: Final = re.compile(rb":(?://|:|[0a]{1,4}:[0a]{1,4}:[0a]{1,4}:)")
+_EDGE: Final = ".:!?*'~=-"
+_IP_EDGE: Final = ".!?*'~=-"  # an IPv6 address can begin or end with "::"
+IPV6_MAX_CHARS: Final = 45  # ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255
 
 # another sigil ("sym@@glibcxx_3.4" is a symbol version, "&#64;" an entity).
-_HANDLE = re.compile(r"(?<![\w.+'/&@-])[@#]([^\W_](?:[\w.-]*[^\W_])?)")
-_HEX_COLOR = re.compile(r"#(?:[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})")
-_IPV6 = re.compile(r"(?:[0-9a-f]{0,4}:){2,7}(?:[0-9a-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?")
-_SCP_GIT = re.compile(r"[\w.-]+@([\w.-]+):/?([\w.-]+/[\w.-]+?)(?:\.git)?/?")
+_HANDLE: Final = re.compile(r"(?<![\w.+'/&@-])[@#]([^\W_](?:[\w.-]*[^\W_])?)")
+_HEX_COLOR: Final = re.compile(r"#(?:[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})")
+_IPV6: Final = re.compile(r"(?:[0-9a-f]{0,4}:){2,7}(?:[0-9a-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?")
+_SCP_GIT: Final = re.compile(r"[\w.-]+@([\w.-]+):/?([\w.-]+/[\w.-]+?)(?:\.git)?/?")
 # `\\host\share`, and WebDAV's `\\host@SSL\…` / `\\host@8080\…` (Windows' WebClient reaches the host
 # over HTTPS or on that port)
-_UNC = re.compile(
+_UNC: Final = re.compile(
     r"\\\\([\w-]+(?:\.[\w-]+)*)(?:@(?:SSL|ssl|\d{1,5})(?:@\d{1,5})?)?((?:\\[^\s\\\"'`<>(){}\[\]|^,;]+)+)"
 )
 
@@ -142,14 +142,14 @@ _UNC = re.compile(
 # Markdown emphasis and strike-through marks a renderer removes from a token: a run at either end
 # (`_eve@evil.example_`, `__x__`), beside an `@` or `.` (`eve@**evil**.example`, `eve@_evil_.example`),
 # or `*`/`~` inside a word (`ev**il**`). `_` inside a word is not emphasis (CommonMark): `eve_x` stays.
-_EMPHASIS = re.compile(
+_EMPHASIS: Final = re.compile(
     r"^[_*~]+|[_*~]+$|(?<=[\w-])[_*~]+(?=[.@])|(?<=[.@])[_*~]+(?=[\w-])|(?<=[^\W_])[*~]+(?=[^\W_])"
 )
 
 
 # The local part a reader sees in the word before a spelled-out "at": the run of address characters at
 # its end, after markup or punctuation (`**attacker at …`, `to:attacker at …`, `=attacker at …`).
-_SPELLED_LOCAL = re.compile(rf"{EMAIL_LOCAL}$")
+_SPELLED_LOCAL: Final = re.compile(rf"{EMAIL_LOCAL}$")
 
 
 def spelled_addresses(word: str, host: str, ends_in_a_word: bool, out: set[str]) -> None:
@@ -245,20 +245,20 @@ def _chunk_keys(text: str, mask: bytes, a: int, b: int, out: set[str]) -> None:
 # wrapped the line (`evil.exam\nple`, `eve@\nevil.example`, `evil\n.example`; not a blank line), code marks
 # (eve@`evil`.example), an inline HTML tag or comment (`eve@evil<b></b>.example`,
 # `<span>eve</span>@evil.example`). At most `MAX_JOINS` gaps are joined on each side of a chunk.
-_INLINE_TAGS = (
+_INLINE_TAGS: Final = (
     "a|abbr|b|bdi|bdo|big|cite|code|data|del|dfn|em|font|i|ins|kbd|mark|q|s|samp|small|span|strike|"
     "strong|sub|sup|time|tt|u|var|wbr"
 )
-_MARKUP_GAP = rf"`+|<!--[^<>]{{0,200}}?-->|</?(?:{_INLINE_TAGS})\b[^<>]{{0,200}}>"
-_BREAK_GAP = r"[ ]{0,4}(?:\r?\n|\t)[ \t]{0,4}"
-_GAP = re.compile(rf"(?:{_MARKUP_GAP}|{_BREAK_GAP})+")
-_MARKUP_PIECE = re.compile(_MARKUP_GAP)
+_MARKUP_GAP: Final = rf"`+|<!--[^<>]{{0,200}}?-->|</?(?:{_INLINE_TAGS})\b[^<>]{{0,200}}>"
+_BREAK_GAP: Final = r"[ ]{0,4}(?:\r?\n|\t)[ \t]{0,4}"
+_GAP: Final = re.compile(rf"(?:{_MARKUP_GAP}|{_BREAK_GAP})+")
+_MARKUP_PIECE: Final = re.compile(_MARKUP_GAP)
 _GAP_AFTER: Final = "`<\r\n\t"
 _GAP_BEFORE: Final = "`>\r\n\t"
 _BREAKS: Final = ("\r", "\n", "\t", " ")
-MAX_JOINS = 4  # an address cut into five pieces is still read; a sixth piece is not
-MAX_GAP_CHARS = 256
-_NUMBER = re.compile(r"[\d.,:+-]+")
+MAX_JOINS: Final = 4  # an address cut into five pieces is still read; a sixth piece is not
+MAX_GAP_CHARS: Final = 256
+_NUMBER: Final = re.compile(r"[\d.,:+-]+")
 
 
 def _gap_start(text: str, i: int) -> int:
@@ -364,7 +364,7 @@ def _unc_keys(text: str, mask: bytes, out: set[str]) -> None:
 
 # "@" is rare: its positions are found with byte scans, one at a time; past this many in one text a
 # regex scan is cheaper than the Python loop.
-MAX_ANCHOR_LOOP = 16
+MAX_ANCHOR_LOOP: Final = 16
 
 
 def _positions(haystack: str | bytes, needle: Any, pattern: re.Pattern[Any]) -> list[int]:
@@ -446,18 +446,20 @@ def keys_in(text: str, out: set[str]) -> None:
 
 
 # Strings up to this long are "short": cached, and read by the fast path below when they can be.
-SHORT_TEXT_CHARS = 256
+SHORT_TEXT_CHARS: Final = 256
 # Short strings recur across outputs (field names, dates, senders, status words), so their keys are
 # cached, least recently used first out. An entry (string, key tuple, cache node) takes at most ~700
 # bytes, so the cache stays under ~6 MB (~2 MB for typical 30-character values).
-SHORT_CACHE_ENTRIES = 8192
-_TRIGGER_CHARS = re.compile(r"[%&\\=\[({<]")
-_QUOTE_BEFORE_AT = re.compile(r'"\s*@')  # as fold's quoted local part is read: any run of spaces between
-_TOKEN_CHARS = re.compile(r"[@.#/0-9]")
+SHORT_CACHE_ENTRIES: Final = 8192
+_TRIGGER_CHARS: Final = re.compile(r"[%&\\=\[({<]")
+_QUOTE_BEFORE_AT: Final = re.compile(
+    r'"\s*@'
+)  # as fold's quoted local part is read: any run of spaces between
+_TOKEN_CHARS: Final = re.compile(r"[@.#/0-9]")
 # Without an anchor character or a "/", only digit runs can be keys (phones, IBANs, platform ids), and
 # the shortest of those has this many characters: a shorter string ("m1234-0", an id) has none.
-_CHUNK_CHARS = re.compile(r"[@.#/:]")
-_SHORTEST_NUMERIC_KEY = min(PHONE_MIN_DIGITS, IBAN_MIN_CHARS, PLATFORM_ID_MIN_CHARS)
+_CHUNK_CHARS: Final = re.compile(r"[@.#/:]")
+_SHORTEST_NUMERIC_KEY: Final = min(PHONE_MIN_DIGITS, IBAN_MIN_CHARS, PLATFORM_ID_MIN_CHARS)
 
 
 def _has_reading_trigger(low: str) -> bool:

@@ -22,25 +22,26 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Final
 
-TYPED_KEY_MARK = "\x00typed:"
+TYPED_KEY_MARK: Final = "\x00typed:"
 # "Alice Smith", "the New York office": a name a person types is a few words long.
-MAX_WORDS_PER_PHRASE = 4
+MAX_WORDS_PER_PHRASE: Final = 4
 # A prompt names a handful of recipients; a prompt that yields more phrases than this is a paste, and
 # what it vouches stops there (the journal and the session's trust stay small).
-MAX_TYPED_KEYS = 4096
+MAX_TYPED_KEYS: Final = 4096
 # A value longer than this is a body of text, not a name a person typed.
-MAX_TYPED_VALUE_CHARS = 200
+MAX_TYPED_VALUE_CHARS: Final = 200
 # An account number or IBAN typed in groups: "DE89 3704 0044 0532 0130 00", "4417-2290".
-_GROUPED_ACCOUNT = re.compile(r"[a-z0-9]*\d[a-z0-9]*(?:[ -][a-z0-9]*\d[a-z0-9]*)+")
+_GROUPED_ACCOUNT: Final = re.compile(r"[a-z0-9]*\d[a-z0-9]*(?:[ -][a-z0-9]*\d[a-z0-9]*)+")
 # Every group holds a digit: "1234 Elm Street" is a number and two words, not one account.
-_ACCOUNT_RUN = re.compile(r"\b[A-Za-z0-9]*\d[A-Za-z0-9]*(?:[ -][A-Za-z0-9]*\d[A-Za-z0-9]*){1,9}\b")
-_PHRASE_ENDS = (",", ";", ".", ":", "!", "?")
-_CLOSERS = "\"'`)]}”’»*"
-_EDGES = "\"'`()[]{}<>,;!?*“”‘’«»"
+_ACCOUNT_RUN: Final = re.compile(r"\b[A-Za-z0-9]*\d[A-Za-z0-9]*(?:[ -][A-Za-z0-9]*\d[A-Za-z0-9]*){1,9}\b")
+_PHRASE_ENDS: Final = (",", ";", ".", ":", "!", "?")
+_CLOSERS: Final = "\"'`)]}”’»*"
+_EDGES: Final = "\"'`()[]{}<>,;!?*“”‘’«»"
 # Control, format (zero-width, bidi) and private-use characters: a value holding one may not be read
 # the way it looks, so nothing typed vouches for it.
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
+_HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 
 
 def typed_key(value: str) -> str | None:

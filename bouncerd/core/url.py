@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from bouncerd.core.uts46 import UNICODE_VERSION_CHECKED as UNICODE_VERSION_CHECKED
 from bouncerd.core.uts46 import domain_to_ascii
@@ -38,12 +39,12 @@ from bouncerd.core.uts46 import unicode_host as unicode_host
 
 # URL arguments of tool calls and links in tool output are well under this; parsing is linear, but a
 # bound keeps one hostile argument from costing more than a few milliseconds. Longer input fails.
-MAX_URL_CHARS = 8192
+MAX_URL_CHARS: Final = 8192
 # DNS names are at most 253 octets, so a longer host cannot resolve; the bound also caps IDNA work
 # (a percent-encoded host is up to three times its decoded length).
-MAX_HOST_CHARS = 1024
+MAX_HOST_CHARS: Final = 1024
 
-SPECIAL_SCHEMES: dict[str, int | None] = {
+SPECIAL_SCHEMES: Final[dict[str, int | None]] = {
     "ftp": 21,
     "file": None,
     "http": 80,
@@ -72,27 +73,27 @@ class Url:
 
 # --- input clean-up and percent-encoding -------------------------------------------------------------
 
-C0_OR_SPACE = "".join(chr(c) for c in range(0x21))
-TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):")
-AUTHORITY_END = re.compile(r"[/?#]")
-AUTHORITY_END_SPECIAL = re.compile(r"[/\\?#]")
-_SPECIAL_PATH_SEPARATOR = re.compile(r"[/\\]")
-_PORT = re.compile(r"[0-9]*")
-_ASCII_DIGITS = re.compile(r"[0-9]+")
+C0_OR_SPACE: Final = "".join(chr(c) for c in range(0x21))
+TAB_OR_NEWLINE: Final = re.compile(r"[\t\n\r]")
+_SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
+_SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):")
+AUTHORITY_END: Final = re.compile(r"[/?#]")
+AUTHORITY_END_SPECIAL: Final = re.compile(r"[/\\?#]")
+_SPECIAL_PATH_SEPARATOR: Final = re.compile(r"[/\\]")
+_PORT: Final = re.compile(r"[0-9]*")
+_ASCII_DIGITS: Final = re.compile(r"[0-9]+")
 
 # Node 20's percent-encode sets (ada 2.9; the standard has since added '^' to the path set).
-_C0_CONTROL_SET = re.compile(r"[\x00-\x1f\x7f-\U0010ffff]+")
-_FRAGMENT_SET = re.compile(r'[\x00-\x20"<>`\x7f-\U0010ffff]+')
-_QUERY_SET = re.compile(r'[\x00-\x20"#<>\x7f-\U0010ffff]+')
-_SPECIAL_QUERY_SET = re.compile(r"""[\x00-\x20"#'<>\x7f-\U0010ffff]+""")
-_PATH_SET = re.compile(r'[\x00-\x20"#<>?`{}\x7f-\U0010ffff]+')
-_USERINFO_SET = re.compile(r'[\x00-\x20"#/:;<=>?@\[\\\]^`{|}\x7f-\U0010ffff]+')
+_C0_CONTROL_SET: Final = re.compile(r"[\x00-\x1f\x7f-\U0010ffff]+")
+_FRAGMENT_SET: Final = re.compile(r'[\x00-\x20"<>`\x7f-\U0010ffff]+')
+_QUERY_SET: Final = re.compile(r'[\x00-\x20"#<>\x7f-\U0010ffff]+')
+_SPECIAL_QUERY_SET: Final = re.compile(r"""[\x00-\x20"#'<>\x7f-\U0010ffff]+""")
+_PATH_SET: Final = re.compile(r'[\x00-\x20"#<>?`{}\x7f-\U0010ffff]+')
+_USERINFO_SET: Final = re.compile(r'[\x00-\x20"#/:;<=>?@\[\\\]^`{|}\x7f-\U0010ffff]+')
 
-_FORBIDDEN_HOST = re.compile(r"[\x00\t\n\r #/:<>?@\[\\\]^|]")
-_FORBIDDEN_DOMAIN = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f-\U0010ffff]")
-PERCENT_BYTE = re.compile(rb"%([0-9A-Fa-f]{2})")
+_FORBIDDEN_HOST: Final = re.compile(r"[\x00\t\n\r #/:<>?@\[\\\]^|]")
+_FORBIDDEN_DOMAIN: Final = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f-\U0010ffff]")
+PERCENT_BYTE: Final = re.compile(rb"%([0-9A-Fa-f]{2})")
 
 
 def _percent_encode_run(match: re.Match[str]) -> str:
@@ -110,7 +111,7 @@ def _to_scalar_values(text: str) -> str:
 
 # --- the fast path -----------------------------------------------------------------------------------
 
-_FAST_URL = re.compile(
+_FAST_URL: Final = re.compile(
     r"(https?|wss?|ftp)://"
     r"([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?)"
     r"(?::([0-9]{1,5}))?"
@@ -118,8 +119,8 @@ _FAST_URL = re.compile(
     r"(?:\?([A-Za-z0-9\-._~!$&()*+,;=:@%/?]*))?"
     r"(?:#([A-Za-z0-9\-._~!$&'()*+,;=:@%/?]*))?"
 )
-_FAST_HOST_NEEDS_FULL = re.compile(r"xn--|(?:^|\.)(?:[0-9]+|0x[0-9a-f]*)\.?$")
-_DOT_SEGMENT = re.compile(r"(?:^|/)(?:\.|%2[eE]){1,2}(?=/|$)")
+_FAST_HOST_NEEDS_FULL: Final = re.compile(r"xn--|(?:^|\.)(?:[0-9]+|0x[0-9a-f]*)\.?$")
+_DOT_SEGMENT: Final = re.compile(r"(?:^|/)(?:\.|%2[eE]){1,2}(?=/|$)")
 
 
 def _parse_fast(text: str) -> Url | None:
@@ -294,8 +295,8 @@ def _encode_fragment(fragment: str | None) -> str | None:
     return None if fragment is None else _encode(fragment, _FRAGMENT_SET)
 
 
-_SINGLE_DOT = frozenset({".", "%2e", "%2E"})
-_DOUBLE_DOT = frozenset(a + b for a in _SINGLE_DOT for b in _SINGLE_DOT)
+_SINGLE_DOT: Final = frozenset({".", "%2e", "%2E"})
+_DOUBLE_DOT: Final = frozenset(a + b for a in _SINGLE_DOT for b in _SINGLE_DOT)
 
 
 def _is_windows_drive_letter(text: str) -> bool:
@@ -383,7 +384,7 @@ def ends_in_number(domain: str) -> bool:
     return bool(_ASCII_DIGITS.fullmatch(last)) or _ipv4_number(last) is not None
 
 
-_IPV4_DIGITS = {10: re.compile(r"[0-9]+"), 16: re.compile(r"[0-9A-Fa-f]+"), 8: re.compile(r"[0-7]+")}
+_IPV4_DIGITS: Final = {10: re.compile(r"[0-9]+"), 16: re.compile(r"[0-9A-Fa-f]+"), 8: re.compile(r"[0-7]+")}
 
 
 def _ipv4_number(part: str) -> int | None:
@@ -421,7 +422,7 @@ def _parse_ipv4(domain: str) -> str | None:
     return ".".join(str((address >> shift) & 0xFF) for shift in (24, 16, 8, 0))
 
 
-_HEX = frozenset("0123456789abcdefABCDEF")
+_HEX: Final = frozenset("0123456789abcdefABCDEF")
 
 
 def _parse_ipv6(text: str) -> list[int] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Final
 
 from bouncerd.core.url import (
     AUTHORITY_END,
@@ -23,15 +24,15 @@ from bouncerd.core.url import (
     ends_in_number,
 )
 
-_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_QUIRK_SPLIT = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):(.*)", re.DOTALL)
-_LABEL_SEPARATOR = re.compile(r"[.\u3002\uff0e\uff61]")
+_CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_QUIRK_SPLIT: Final = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):(.*)", re.DOTALL)
+_LABEL_SEPARATOR: Final = re.compile(r"[.\u3002\uff0e\uff61]")
 # Scripts that UTS #39's "highly restrictive" level lets share a label with each other and with Latin.
-_HAN_FAMILY = frozenset({"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "BOPOMOFO"})
+_HAN_FAMILY: Final = frozenset({"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "BOPOMOFO"})
 
 
 # What `quirks` can report, in the order it reports them.
-QUIRK_NAMES = (
+QUIRK_NAMES: Final = (
     "backslash", "tab_or_newline", "c0_or_space_trimmed", "userinfo", "percent_in_host",
     "ipv4_non_decimal", "ipv4_short_form", "control_character", "mixed_scripts", "non_ascii_host",
     "trailing_dot", "empty_label", "at_in_path_or_query",

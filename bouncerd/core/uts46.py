@@ -21,15 +21,16 @@ import functools
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Sequence
+from typing import Final
 
 # A non-ASCII label of more code points encodes to more than DNS's 63 octets, so it cannot resolve;
 # the bound also caps punycode coding, which is quadratic in the length of a label.
-MAX_UNICODE_LABEL_CHARS = 63
+MAX_UNICODE_LABEL_CHARS: Final = 63
 # Distinct non-ASCII code points whose IDNA mapping is remembered; a script needs a few hundred.
-MAP_CACHE_SIZE = 4096
+MAP_CACHE_SIZE: Final = 4096
 # The Unicode version of `unicodedata` that the IDNA exception lists below were checked against (by
 # the code point sweep in tests/unit/test_url_whatwg.py); with any other, non-ASCII hosts fail.
-UNICODE_VERSION_CHECKED = "14.0.0"
+UNICODE_VERSION_CHECKED: Final = "14.0.0"
 _UNICODE_VERIFIED = unicodedata.unidata_version == UNICODE_VERSION_CHECKED
 
 
@@ -44,7 +45,7 @@ def _in_ranges(cp: int, table: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
 
 # Code points the IDNA table ignores (deletes): soft hyphen, combining grapheme joiner, variation
 # selectors, zero width space, word joiner, invisible plus, BOM, shorthand format controls.
-_IGNORED = _ranges(
+_IGNORED: Final = _ranges(
     [(0xAD, 0xAD), (0x34F, 0x34F), (0x180B, 0x180D), (0x180F, 0x180F), (0x200B, 0x200B),
      (0x2060, 0x2060), (0x2064, 0x2064), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0x1BCA0, 0x1BCA3),
      (0xE0100, 0xE01EF)]
@@ -53,7 +54,7 @@ _IGNORED = _ranges(
 # Georgian capitals, Hangul fillers, Khmer inherent vowels, Mongolian todo soft hyphen, turned F,
 # reversed C, ideographic description characters, U+FFFC/U+FFFD, five flawed CJK compatibility
 # ideographs; and U+1734, whose bidi class changed in Unicode 14.
-_DISALLOWED = _ranges(
+_DISALLOWED: Final = _ranges(
     [(0x4C0, 0x4C0), (0x10A0, 0x10C5), (0x115F, 0x1160), (0x1734, 0x1734), (0x17B4, 0x17B5),
      (0x1806, 0x1806), (0x2132, 0x2132), (0x2183, 0x2183), (0x2FF0, 0x2FFB), (0x3164, 0x3164),
      (0xFFA0, 0xFFA0), (0xFFFC, 0xFFFD), (0x2F868, 0x2F868), (0x2F874, 0x2F874), (0x2F91F, 0x2F91F),
@@ -62,7 +63,7 @@ _DISALLOWED = _ranges(
 # Characters added in Unicode 14.0 (gaps of unassigned code points merged). Python 3.11 knows them;
 # Node 20's IDNA bidi and mark tables (Unicode 13) do not, so how Node judges a label holding one is
 # not something unicodedata can tell us.
-_UNICODE_14_ADDITIONS = _ranges(
+_UNICODE_14_ADDITIONS: Final = _ranges(
     [(0x61D, 0x61D), (0x870, 0x89F), (0x8B5, 0x8B5), (0x8C8, 0x8D2), (0xC3C, 0xC3C), (0xC5D, 0xC5D),
      (0xCDD, 0xCDD), (0x170D, 0x170D), (0x1715, 0x171F), (0x180F, 0x180F), (0x1AC1, 0x1ACE),
      (0x1B4C, 0x1B4C), (0x1B7D, 0x1B7E), (0x1DFA, 0x1DFA), (0x20C0, 0x20C0), (0x2C2F, 0x2C2F),
@@ -77,16 +78,16 @@ _UNICODE_14_ADDITIONS = _ranges(
      (0x1FAD7, 0x1FAF6), (0x2A6DE, 0x2A6DF), (0x2B735, 0x2B738)]
 )  # fmt: skip
 # Deviation characters stay as they are in nontransitional processing.
-_DEVIATIONS = frozenset("\u00df\u03c2\u200c\u200d")
-_JOINERS = frozenset("\u200c\u200d")
+_DEVIATIONS: Final = frozenset("\u00df\u03c2\u200c\u200d")
+_JOINERS: Final = frozenset("\u200c\u200d")
 # The full stops that map to '.' and so separate labels (U+FF0E does so through NFKC too).
-_DOTS = frozenset("\u3002\uff0e\uff61")
+_DOTS: Final = frozenset("\u3002\uff0e\uff61")
 # Categories the IDNA table never lets through (format characters other than the ignored ones and
 # the deviations, controls, unassigned, private use, surrogates, separators).
-_NEVER_VALID_CATEGORIES = frozenset({"Cc", "Cf", "Cn", "Co", "Cs", "Zs", "Zl", "Zp"})
+_NEVER_VALID_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cn", "Co", "Cs", "Zs", "Zl", "Zp"})
 # ASCII a mapping may not produce: the separators and every forbidden domain code point. ('.' only
 # comes from the full stops above; Node disallows '⒈' → '1.' and the like.)
-_MAPPED_ASCII_DISALLOWED = frozenset(chr(c) for c in range(0x21)) | frozenset(".#%/:<>?@[\\]^|\x7f")
+_MAPPED_ASCII_DISALLOWED: Final = frozenset(chr(c) for c in range(0x21)) | frozenset(".#%/:<>?@[\\]^|\x7f")
 
 
 @functools.lru_cache(maxsize=MAP_CACHE_SIZE)
@@ -204,11 +205,11 @@ def _label_is_valid(label: str) -> bool:
     return any(unicodedata.bidirectional(c) != "NSM" for c in label)
 
 
-_RTL = frozenset({"R", "AL", "AN"})
-_RTL_ALLOWED = frozenset({"R", "AL", "AN", "EN", "ES", "CS", "ET", "ON", "BN", "NSM"})
-_RTL_END = frozenset({"R", "AL", "EN", "AN"})
-_LTR_ALLOWED = frozenset({"L", "EN", "ES", "CS", "ET", "ON", "BN", "NSM"})
-_LTR_END = frozenset({"L", "EN"})
+_RTL: Final = frozenset({"R", "AL", "AN"})
+_RTL_ALLOWED: Final = frozenset({"R", "AL", "AN", "EN", "ES", "CS", "ET", "ON", "BN", "NSM"})
+_RTL_END: Final = frozenset({"R", "AL", "EN", "AN"})
+_LTR_ALLOWED: Final = frozenset({"L", "EN", "ES", "CS", "ET", "ON", "BN", "NSM"})
+_LTR_END: Final = frozenset({"L", "EN"})
 
 
 def _satisfies_bidi_rule(labels: Sequence[str]) -> bool:
@@ -242,7 +243,7 @@ def _satisfies_bidi_rule(labels: Sequence[str]) -> bool:
 
 # Punycode (RFC 3492) as Node decodes it: lower-case digits only, 32-bit overflow is an error.
 _BASE, _TMIN, _TMAX, _SKEW, _DAMP = 36, 1, 26, 38, 700
-_MAXINT = 0x7FFFFFFF
+_MAXINT: Final = 0x7FFFFFFF
 
 
 def _punycode_digit(c: str) -> int:

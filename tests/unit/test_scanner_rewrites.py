@@ -8,12 +8,24 @@ previous form, kept here as the oracle, over generated adversarial input.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bouncerd.core import decoders, fold, numeric_tokens, orders, said, shapes, tokens
+from bouncerd.core import (
+    decoders,
+    fold,
+    numeric_tokens,
+    orders,
+    said,
+    shapes,
+    taint,
+    taint_edges,
+    textrecords,
+    tokens,
+)
 
 # ---- decoders._as_text: unprintable characters counted with one byte pass, not a regex --------------
 
@@ -445,3 +457,101 @@ def test_address_syntax_still_unquotes_and_strips_comments_beside_an_at() -> Non
     assert fold.address_syntax("eve(x)@evil.example") == "eve@evil.example"
     assert fold.address_syntax("eve@\u00a0(x)evil.example") == "eve@evil.example"
     assert fold.address_syntax('{"from": "eve@evil.example", "to": "ann@x.example"}') is None
+
+
+# ---- taint: an output's records made in C (bouncerd/core/_scan.c `pairs_as`) against the pure map ------
+
+needs_native_pairs = pytest.mark.skipif(
+    taint._native_pairs_as is None, reason="the C record maker is not loaded (no trusted compiled build)"
+)
+_PROVENANCES = [
+    taint_edges.provenance("mail", tool, 7, 1.5, field, identity, orders_label)
+    for tool in (None, "read")
+    for field in (None, "messages[0].from")
+    for identity in (False, True)
+    for orders_label in (None, "addresses the AI")
+]
+
+
+@needs_native_pairs
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), st.sampled_from(_PROVENANCES), max_size=40))
+def test_the_c_record_maker_makes_exactly_the_pure_records(keys: dict[str, Any]) -> None:
+    assert taint._native_pairs_as is not None
+    got = taint._native_pairs_as(taint.TokenRecord, keys)
+    expected = list(map(taint._as_record, keys.items()))
+    assert got == expected
+    assert all(type(r) is taint.TokenRecord for r in got)
+    assert [(r.token, r.provenance) for r in got] == list(keys.items())
+    assert all(r.provenance is keys[r.token] for r in got)
+
+
+@needs_native_pairs
+def test_the_c_record_maker_refuses_what_it_cannot_read() -> None:
+    assert taint._native_pairs_as is not None
+    with pytest.raises(TypeError):
+        taint._native_pairs_as(int, {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        taint._native_pairs_as(taint.TokenRecord, [("a", 1)])  # type: ignore[arg-type]
+    assert taint._native_pairs_as(taint.TokenRecord, {}) == []
+
+
+# ---- textrecords: field lines looked for only before the first colon, without an "@" --------------------
+
+_LINE_PIECES = [
+    *'ab Z09_.-*+\t:@/,;<>"\r',
+    "**",
+    "__",
+    "From",
+    "To",
+    "- ",
+    "eve@x.example",
+    "https://x.example",
+]
+FIELD_LINE = st.lists(st.sampled_from(_LINE_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(FIELD_LINE)
+def test_a_line_the_field_gate_skips_is_never_a_field_line(line: str) -> None:
+    colon = line.find(":", 0, textrecords.MAX_FIELD_LINE_HEAD)
+    if colon >= 0 and line.find("@", 0, colon) >= 0:  # the old gate read it; the new one does not
+        assert textrecords._FIELD.fullmatch(line) is None
+    assert textrecords.is_party(line) == _old_is_party(line)
+
+
+def _old_is_party(value: str) -> bool:
+    if "\n" in value or not value.strip():
+        return False
+    for part in textrecords._PARTS.split(value):
+        part = part.strip()
+        if not part:
+            continue
+        if textrecords._ANGLE.fullmatch(part) or textrecords._TOKEN.fullmatch(part):
+            continue
+        if textrecords._WORDS.fullmatch(part) and not textrecords._SPELLED.search(part):
+            continue
+        return False
+    return True
+
+
+# ---- taint: a text's lines read for one that YAML cannot open a top-level line with, one at a time -------
+
+_YAML_PIECES = [
+    *"\n\r \t#-.:a\u00a0\u2028\x0b\x85",
+    "---",
+    "...",
+    "- ",
+    "key: value",
+    "From: eve@evil.example",
+    "  nested: x",
+    "plain prose line",
+    "url https://x.example/a",
+]
+YAMLISH = st.lists(st.sampled_from(_YAML_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(YAMLISH)
+def test_the_line_by_line_yaml_probe_finds_what_the_multiline_search_found(text: str) -> None:
+    assert taint._has_not_yaml_line(text) == (taint._NOT_YAML_LINE.search(text) is not None)
