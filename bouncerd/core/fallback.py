@@ -77,7 +77,6 @@ a false positive costs an ask; the lists are biased toward asking.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -101,6 +100,7 @@ from bouncerd.core.fallback_words import (
     INHERENT_CHANNELS,
     LISTING_OPTIONS,
     MAIL_CONTEXT,
+    MAX_REMEMBERED_NAME_CHARS,
     MOVE_PARAMS,
     MOVE_VERBS,
     NAME_PARAMS,
@@ -138,6 +138,7 @@ from bouncerd.core.fallback_words import (
     pattern_format,
     read_words,
     verb_of,
+    words,
 )
 from bouncerd.core.rules import ToolEntry
 
@@ -149,27 +150,6 @@ __all__ = ["Guess", "Param", "classify", "destination_params", "lists_local_remo
 MAX_SCHEMA_DEPTH = 8
 # `$ref` chains are followed this many hops; a cycle ends there.
 MAX_REF_HOPS = 8
-
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_SPLIT = re.compile(r"[^A-Za-z0-9]+")
-# Names up to this long have their split remembered (4,096 of them): tool and parameter names. A longer
-# one (an argument key the agent made up) is split each time, so the memo stays small.
-MAX_REMEMBERED_NAME_CHARS = 128
-
-
-def words(name: str) -> list[str]:
-    """Name parts, lowercased: `sendSMS_to-user` -> send, sms, to, user. A verdict reads the same few
-    tool and parameter names many times over, so the split is remembered (`_split_words`)."""
-    return list(_split_words(name) if len(name) <= MAX_REMEMBERED_NAME_CHARS else _split(name))
-
-
-@lru_cache(maxsize=4096)
-def _split_words(name: str) -> tuple[str, ...]:
-    return _split(name)
-
-
-def _split(name: str) -> tuple[str, ...]:
-    return tuple(w.lower() for part in _SPLIT.split(name) for w in _CAMEL.findall(part))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 def _set(text: str) -> frozenset[str]:
@@ -406,3 +407,25 @@ def description_hint(text: str) -> Hint | None:
     if URL_EXAMPLE.search(said):
         return Hint("its description, which gives a URL", False, "url", url=True)
     return None
+
+
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+# Names up to this long have their split remembered (4,096 of them): tool and parameter names. A longer
+# one (an argument key the agent made up) is split each time, so the memo stays small.
+MAX_REMEMBERED_NAME_CHARS = 128
+
+
+def words(name: str) -> list[str]:
+    """Name parts, lowercased: `sendSMS_to-user` -> send, sms, to, user. A verdict reads the same few
+    tool and parameter names many times over, so the split is remembered (`_split_words`)."""
+    return list(_split_words(name) if len(name) <= MAX_REMEMBERED_NAME_CHARS else _split(name))
+
+
+@lru_cache(maxsize=4096)
+def _split_words(name: str) -> tuple[str, ...]:
+    return _split(name)
+
+
+def _split(name: str) -> tuple[str, ...]:
+    return tuple(w.lower() for part in _SPLIT.split(name) for w in _CAMEL.findall(part))

@@ -9,7 +9,7 @@ from fallback_helpers import fallback_rule
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bouncerd.core import fallback
+from bouncerd.core import fallback_words
 from bouncerd.core.fallback import classify, destination_params, looks_like_destination, words
 from bouncerd.core.rules import ToolRule
 
@@ -27,15 +27,15 @@ def test_words_split_snake_kebab_and_camel_case() -> None:
     assert words("emailAddress") == ["email", "address"]
 
 
-@given(st.text(alphabet=st.sampled_from("aZ_-9 .Ié"), max_size=fallback.MAX_REMEMBERED_NAME_CHARS + 40))
+@given(st.text(alphabet=st.sampled_from("aZ_-9 .Ié"), max_size=fallback_words.MAX_REMEMBERED_NAME_CHARS + 40))
 def test_remembered_words_are_the_split_and_each_caller_gets_its_own_list(name: str) -> None:
     # The split is memoised; a caller that changed its list must not change what the next one reads
     # (a tool name whose remembered words lost "send" would no longer be gated as a sender).
     first = words(name)
-    assert first == list(fallback._split(name))
+    assert first == list(fallback_words._split(name))
     first.append("mutated")
     first[:1] = ["x"]
-    assert words(name) == list(fallback._split(name))
+    assert words(name) == list(fallback_words._split(name))
     assert words(name) is not words(name)
 
 
