@@ -395,9 +395,11 @@ def parse_structured(text: str) -> Any | None:
 
 
 def _walk_structured(value: Any, collector: _Collector) -> None:
-    """Walk structured output in document order, each string with its field path and class.
+    """Walk structured output in document order, each string with its field path and class (a
+    string seen twice keeps where it was first seen).
 
-    Values that cannot hold a key (None, booleans, strings shorter than a key) are not stacked."""
+    Values that cannot hold a key (None, booleans, strings shorter than a key and not a name in a
+    party field) are not stacked."""
     stack: list[tuple[Any, str, bool]] = [(value, "", False)]
     seen: set[int] = set()  # YAML aliases share objects: walk each container once
     sightings = collector.sightings
@@ -422,7 +424,7 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
                     # too short for a key, but a directory lists a short name ("Bob") in a party field
                     short_cls = field_is_identity(name) if len(v) >= MIN_LISTED_NAME_CHARS else False
                     if short_cls is True or (short_cls is None and identity):
-                        sightings.append((v, path if deep else f"{path}.{name}" if path else name, True))
+                        children.append((v, path if deep else f"{path}.{name}" if path else name, True))
                     continue
                 cls = field_is_identity(name)
                 if cls is None and identity:
@@ -436,15 +438,17 @@ def _walk_structured(value: Any, collector: _Collector) -> None:
                 continue
             seen.add(id(node))
             deep = len(path) >= MAX_FIELD_PATH_CHARS
-            for i in range(len(node) - 1, -1, -1):
-                v = node[i]
+            items = []
+            for i, v in enumerate(node):
                 if v is None or v is True or v is False:
                     continue
                 if type(v) is str and len(v) < MIN_DESTINATION_CHARS:
                     if identity and len(v) >= MIN_LISTED_NAME_CHARS:  # `members: ["Bob", "Eve"]`
-                        sightings.append((v, path if deep else f"{path}[{i}]", True))
+                        items.append((v, path if deep else f"{path}[{i}]", True))
                     continue
-                stack.append((v, path if deep else f"{path}[{i}]", identity))
+                items.append((v, path if deep else f"{path}[{i}]", identity))
+            items.reverse()
+            stack += items
         elif node is not None and not isinstance(node, bool):
             sightings.append((str(node), path or None, identity))
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bouncerd.core import (
@@ -591,6 +591,12 @@ json_values = st.recursive(
 @given(
     payload=st.one_of(st.composite(mails)(), json_values.map(lambda v: {"result": {"structuredContent": v}}))
 )
+# A short name seen twice is recorded where it is first seen: the walk once sighted a list's short
+# names last to first, and an object's short names before its earlier members' contents.
+@example(
+    payload={"result": {"structuredContent": {"messages": [{"from": "a@evil.com", "to": ["JTAw", "JTAw"]}]}}}
+)
+@example(payload={"result": {"structuredContent": {"messages": [{"to": ["the"], "from": "the"}]}}})
 def test_extract_gives_the_same_records_as_the_straightforward_walk(payload: Any) -> None:
     records = taint.extract(payload, SRC)
     assert len({r.token for r in records}) == len(records)
