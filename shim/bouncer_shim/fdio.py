@@ -103,7 +103,7 @@ class Writer:
         self.pending += len(line) + 1
         self.queued += len(line) + 1
 
-    def write(self, data: bytes | memoryview) -> None:
+    def write(self, data: bytes) -> None:
         if self.closed or not data:
             return
         self._chunks.append(data)

@@ -168,23 +168,3 @@ def _last(parts: list[bytes]) -> bytes:
         taken.append(part[-(EXCERPT_BYTES - size) :])
         size += len(taken[-1])
     return b"".join(reversed(taken))
-
-
-# A line for the client at least this long starts on its way while the daemon frames queued before it
-# (its observation) are still being written: see `early_part`.
-EARLY_PART_MIN_BYTES: Final = 256 * 1024
-_TRAILING_SPACE: Final = frozenset(b" \t\r\n\x0b\x0c")
-
-
-def early_part(line: bytes, min_bytes: int = EARLY_PART_MIN_BYTES) -> int:
-    """How many of `line`'s first bytes may reach the client before bouncerd can read its observation:
-    all but its last byte that is not white space (and what follows it), or 0 for a line shorter than
-    `min_bytes`. Without that byte a JSON value is not whole (an object lacks its closing
-    brace), and without its newline a line is no message: the client holds the start of a big result,
-    and can act on none of it, until its observation is in bouncerd's socket (pump.py, Order)."""
-    if len(line) < min_bytes:
-        return 0
-    end = len(line)
-    while end and line[end - 1] in _TRAILING_SPACE:
-        end -= 1
-    return max(end - 1, 0)

@@ -13,12 +13,11 @@ socket (through `DaemonLink`) and a self-pipe that signals wake it up. Each turn
    the daemon, diagnostics to stderr. Writers are flushed once per turn, so a burst of messages
    leaves in one system call.
 
-Order. A line for the client is never whole there before every daemon frame queued ahead of it is in
-the kernel: while the daemon socket has unwritten bytes, client lines wait (`_gated`) for the
-position they were queued at (of a big one only its end waits: `lines.early_part`). That lets the
-outbox release an output once its observation is sent (outbox.py): once the client can read it,
-bouncerd can. Without a connection nothing is in the way and waiting lines go out (the relay has
-kept their observations for replay).
+Order. A line for the client never leaves before every daemon frame queued ahead of it is in the
+kernel: while the daemon socket has unwritten bytes, client lines wait (`_gated`) for the position
+they were queued at. That is what lets the outbox release an output as soon as its observation is
+sent (outbox.py): once the client can see it, bouncerd can read it. Without a connection nothing is
+in the way and waiting lines go out (the relay has kept their observations for replay).
 
 Back-pressure: a side is not read while too much of what it sent is still waiting downstream
 (HIGH_WATER_BYTES): the upstream while the client is slow to read or the daemon slow to acknowledge,
@@ -48,7 +47,7 @@ from bouncer_shim import jsonrpc
 from bouncer_shim.actions import Diagnose, SendClient, SendDaemon, SendUpstream, Stop
 from bouncer_shim.fastset import BEHIND_SECONDS
 from bouncer_shim.fdio import PeerGoneError, Reader, Watcher, Writer, make_nonblocking, watchable
-from bouncer_shim.lines import LineSplitter, OversizedLine, early_part
+from bouncer_shim.lines import LineSplitter, OversizedLine
 from bouncer_shim.link import Connected, DaemonLink, LinkEvent, Lost
 from bouncer_shim.proc import UPSTREAM_EXIT_GRACE_SECONDS, UPSTREAM_TERM_GRACE_SECONDS, Upstream, enlarge_pipe
 from bouncer_shim.relay import Relay
@@ -387,9 +386,6 @@ class Pump:
         """Write `line` to the client, after every daemon frame queued before it (see Order above)."""
         if self._gated or self.link.pending:
             self.link.hurry()
-            if not self._gated and (early := early_part(line)):  # a big line's start goes now
-                self.stdout.write(memoryview(line)[:early])
-                line = line[early:]
             self._gated.append((self.link.queued, line))
             self._gated_bytes += len(line)
         else:

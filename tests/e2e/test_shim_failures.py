@@ -405,57 +405,6 @@ def test_an_output_is_released_only_once_its_observation_is_in_the_daemons_socke
         fake.kill()
 
 
-class RawShim(Shim):
-    """The shim with its stdout read as it comes, not only as whole lines: `partial` is the length of
-    what arrived after the last newline."""
-
-    def __init__(self, home: Path) -> None:
-        self.partial = 0
-        super().__init__(home)
-
-    def _read_stdout(self) -> None:
-        assert self.process.stdout is not None
-        fd, pending = self.process.stdout.fileno(), bytearray()
-        while chunk := os.read(fd, 1 << 20):
-            pending += chunk
-            while (end := pending.find(b"\n")) >= 0:
-                self.lines.put(bytes(pending[:end]))
-                del pending[: end + 1]
-            self.partial = len(pending)
-        self.lines.put(None)
-
-
-def test_a_big_outputs_start_reaches_the_client_while_its_observation_waits_but_never_its_end(
-    home: Path, shims: list[Shim]
-) -> None:
-    """Of a big output only the end waits for its observation to be in the daemon's socket (the client
-    reads the rest meanwhile: lines.early_part). The attack the wait stops is the same as above: the
-    client must not hold a message bouncerd may never read. Here it holds all of the line but its last
-    byte and the newline, so no whole message, until the daemon reads again."""
-    fake = FakeDaemon(home, "daemon.log", "--stall-at-observe")
-    try:
-        shim = RawShim(home)
-        shims.append(shim)
-        initialize(shim)
-        size = _socket_send_buffer() + (1 << 20)
-        send_call(shim, 1, "burst", {"count": 2, "size": size})
-        assert shim.recv_json()["method"] == "notifications/message"
-        assert [r["op"] for r in fake.requests()][-1] == "stalled"
-        deadline = time.monotonic() + WAIT
-        while shim.partial < size and time.monotonic() < deadline:
-            time.sleep(0.05)
-        early = shim.partial
-        assert early >= size, f"only {early} bytes of the second output reached the client"
-        assert shim.lines.empty()  # no whole message while bouncerd cannot read its observation
-        (home / "unstall").touch()
-        second = shim.recv()
-        assert len(second) == early + 1  # the one byte held back, then the newline
-        assert json.loads(second)["method"] == "notifications/message"
-        assert shim.recv_json()["result"]["content"][0]["text"] == "burst done"
-    finally:
-        fake.kill()
-
-
 def _socket_send_buffer() -> int:
     """What the kernel grants the shim's daemon socket when it asks for link.SOCKET_SEND_BYTES."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:

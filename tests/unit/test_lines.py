@@ -3,18 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import json
-from typing import Any
 
-import pytest
-from bouncer_shim.lines import (
-    COALESCE_BYTES,
-    EXCERPT_BYTES,
-    MAX_LINE_BYTES,
-    LineSplitter,
-    OversizedLine,
-    early_part,
-)
+from bouncer_shim.lines import COALESCE_BYTES, EXCERPT_BYTES, MAX_LINE_BYTES, LineSplitter, OversizedLine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -109,31 +99,3 @@ def test_unterminated_last_line_is_handed_out_at_close() -> None:
     splitter.feed(b"x" * 20)
     last = splitter.close()
     assert isinstance(last, OversizedLine) and last.size == 20
-
-
-# ---- early_part: how much of a big line may reach the client before its observation is read ----------
-
-
-@given(
-    st.dictionaries(st.text(max_size=8), st.text(max_size=40) | st.integers(), max_size=6),
-    st.sampled_from(["", "\r", " ", "\t \r"]),
-)
-def test_the_early_part_of_a_json_line_is_never_a_whole_message(members: dict[str, Any], tail: str) -> None:
-    # The attack: a client that held a whole message before bouncerd could read its observation could
-    # act on what bouncerd never recorded. Without its last byte that is not white space a JSON object
-    # lacks its closing brace, so whatever the client does with the start, it has no message.
-    line = (
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": members}) + tail
-    ).encode()
-    early = early_part(line, min_bytes=0)
-    assert line[early:].strip() == b"}"
-    with pytest.raises(ValueError):
-        json.loads(line[:early])
-
-
-def test_a_short_line_waits_whole() -> None:
-    line = b'{"jsonrpc":"2.0","id":1,"result":{}}'
-    assert early_part(line) == 0
-    assert early_part(line, min_bytes=len(line) + 1) == 0
-    assert early_part(line, min_bytes=len(line)) == len(line) - 1
-    assert early_part(b"  \r", min_bytes=0) == 0  # nothing but white space: nothing goes early
