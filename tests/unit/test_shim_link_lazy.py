@@ -11,29 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bouncer_shim.link import CONNECTED, LAZY_FRAME_SECONDS, DaemonLink
-
-Pair = tuple[DaemonLink, socket.socket]
+from bouncer_shim.link import LAZY_FRAME_SECONDS, DaemonLink
+from link_helpers import Pair, linked
 
 
 @pytest.fixture
-def link_and_peer(tmp_path: Path) -> Iterator[tuple[DaemonLink, socket.socket]]:
-    home = tmp_path / "h"
-    (home / "run").mkdir(parents=True, mode=0o700)
-    home.chmod(0o700)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(home / "run" / "bouncerd.sock"))
-    listener.listen()
-    link = DaemonLink({"BOUNCER_HOME": str(home), "BOUNCER_NO_AUTOSTART": "1"}, now=0.0)
-    assert link.poll(0.0) == [CONNECTED]
-    peer, _ = listener.accept()
-    peer.setblocking(False)
-    try:
-        yield link, peer
-    finally:
-        link.close()
-        peer.close()
-        listener.close()
+def link_and_peer(tmp_path: Path) -> Iterator[Pair]:
+    with linked(tmp_path, blocking_peer=False) as pair:
+        yield pair
 
 
 def received(peer: socket.socket) -> bytes:

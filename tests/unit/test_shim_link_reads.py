@@ -5,35 +5,20 @@ unwatched (link.py, `on_readable`). The link runs against a real listening Unix 
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bouncer_shim.link import CONNECTED, DaemonLink, Lost
+from bouncer_shim.link import Lost
+from link_helpers import Pair, linked
 
 from bouncerd import wire
-
-Pair = tuple[DaemonLink, socket.socket]
 
 
 @pytest.fixture
 def link_and_peer(tmp_path: Path) -> Iterator[Pair]:
-    home = tmp_path / "h"
-    (home / "run").mkdir(parents=True, mode=0o700)
-    home.chmod(0o700)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(home / "run" / "bouncerd.sock"))
-    listener.listen()
-    link = DaemonLink({"BOUNCER_HOME": str(home), "BOUNCER_NO_AUTOSTART": "1"}, now=0.0)
-    assert link.poll(0.0) == [CONNECTED]
-    peer, _ = listener.accept()
-    try:
-        yield link, peer
-    finally:
-        link.close()
-        peer.close()
-        listener.close()
+    with linked(tmp_path) as pair:
+        yield pair
 
 
 @pytest.mark.parametrize("ready", [True, False])
