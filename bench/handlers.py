@@ -39,31 +39,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from connection import INBOX_TEXT  # what the fixture's read_inbox returns
+from relay import BENCH_POLICY, TRUSTED_ADDRESS
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "servers" / "full.py"
 ROUNDS = 15
 CALLS = 400  # a batch: long enough for the process clock, short enough to dodge a noisy neighbour
 WARMUP = 300
-
-POLICY = """tools:
-  send_message:
-    exfiltrating: true
-    sink_params: [to]
-    trusted_destinations: [team@corp.example]
-"""
-TRUSTED = "team@corp.example"
-INBOX = json.dumps(
-    [
-        {"from": "alice@example.com", "subject": "lunch", "body": "Shall we meet at noon?"},
-        {
-            "from": "newsletter@shop.example",
-            "subject": "offer",
-            "body": "Reply to deals@shop.example or visit https://shop.example/deals for more.",
-        },
-    ],
-    indent=2,
-)
 
 
 def fixture_tools() -> list[dict[str, Any]]:
@@ -91,7 +75,7 @@ class Handlers:
         paths = Paths(runtime=home / "run", state=home / "state", config=home / "config")
         for directory in (paths.runtime, paths.state, paths.config):
             directory.mkdir(parents=True, mode=0o700)
-        (paths.config / "policy.yaml").write_text(POLICY)
+        (paths.config / "policy.yaml").write_text(BENCH_POLICY)
         (paths.config / "policy.yaml").chmod(0o600)
         self.daemon = Daemon.start(
             paths, str(paths.runtime / "s.sock"), expected_uid=os.getuid(), now=time.time()
@@ -148,16 +132,16 @@ class Handlers:
 
     def gated_send(self, request_id: int) -> None:
         reply = self.call("verdict", request_id=request_id, tool="send_message",
-                          arguments={"to": TRUSTED, "body": "the minutes"})  # fmt: skip
+                          arguments={"to": TRUSTED_ADDRESS, "body": "the minutes"})  # fmt: skip
         if reply.get("verdict") != "allow":
             raise SystemExit(f"the send was not allowed: {reply}")
-        self.observe(request_id, "send_message", f"sent 11 characters to {TRUSTED}")
+        self.observe(request_id, "send_message", f"sent 11 characters to {TRUSTED_ADDRESS}")
 
     def fast_read(self, request_id: int) -> None:
         self.seq += 1
         self.call("forwarded", request_id=request_id, tool="read_inbox", arguments={}, epoch=self.epoch,
                   seq=self.seq)  # fmt: skip
-        self.observe(request_id, "read_inbox", INBOX)
+        self.observe(request_id, "read_inbox", INBOX_TEXT)
 
 
 def measure(rounds: int) -> dict[str, list[float]]:
