@@ -15,9 +15,10 @@ tests/fixtures/servers/full.py, against a `bouncerd` this script starts in a tem
    wake-ups (voluntary context switches) per call, the CPU a call of every process on each side (the
    client, which is this process and runs one side's calls at a time, and the fixture server, beside
    the shim and the daemon: on a host with few CPUs their sum is what the call's wall time is made
-   of), and how many calls the audit log records as forwarded on the fast path. Targets: a read median ≤ 1.10 × direct and p99 ≤ 1.3 ×; a round
-   trip median ≤ 1.15 ×, p99 ≤ 1.5 ×; a gated send median ≤ 1.5 ×. Then the shim's resident
-   memory, now and at its peak (Linux /proc). Target: ≤ 30 MB.
+   of), and how many calls the audit log records as forwarded on the fast path. Targets: a read
+   median ≤ 1.10 × direct and p99 ≤ 1.3 ×; a round trip median ≤ 1.15 ×, p99 ≤ 1.5 ×; a gated send
+   median ≤ 1.5 ×. Then the shim's resident memory, now and at its peak (Linux /proc). Target:
+   ≤ 30 MB.
 2. **Start-up.** Spawn → initialize → first `tools/list` result, for a new client and server each time,
    direct and through the shim alternately, with the daemon already running. Reported: medians and
    the difference. Target: ≤ +80 ms. The fixture server's own start (it imports `mcp`, ~1.3 s) varies
